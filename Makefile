@@ -1,0 +1,41 @@
+# redlock: a SQLite loadable extension for Redlock distributed locks.
+#   make          build ./redlock.so
+#   make test     install missing packages (as root), build, run every test
+#   make demo     run the example batch job on three local Redis nodes
+#   make bench    measure against a bare hiredis client on local nodes
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+RLFLAGS  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) -Isrc
+LIBS     = -lhiredis -lpthread
+
+ifeq ($(SANITIZE),1)
+  CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+
+ENGINE_SRC = $(sort $(wildcard src/*.c))
+EXT_SRC    = $(sort $(wildcard ext/*.c))
+HEADERS    = $(wildcard src/*.h ext/*.h)
+
+.PHONY: all deps test demo bench clean
+
+all: redlock.so
+
+redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile
+	$(CC) $(RLFLAGS) $(CFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+
+deps:
+	@bash scripts/ensure-deps.sh
+
+test: deps
+	@$(MAKE) -s redlock.so
+	@/usr/bin/python3 sql-tests/run.py $(TESTS)
+
+demo: deps
+	@$(MAKE) -s redlock.so
+	@bash examples/demo.sh
+
+clean:
+	rm -f redlock.so
+	rm -rf build

@@ -1,0 +1,36 @@
+/* redlock_ext: what the files of the SQLite binding share: the
+ * per-connection state object and the registration functions. The binding
+ * opens no socket; every network call goes through the engine in src/. */
+#ifndef REDLOCK_EXT_H
+#define REDLOCK_EXT_H
+
+#include <sqlite3ext.h>
+
+#include "rl_session.h"
+
+#define REDLOCK_VERSION "0.1.0"
+
+/* One per SQLite connection, shared (reference-counted) by every function
+ * and table registered on it; the last unref, at sqlite3_close, releases
+ * every lock the connection still holds and frees the session. */
+typedef struct redlock_state {
+    int refs;
+    rl_session *session;
+} redlock_state;
+
+/* Takes one more reference and returns st. */
+redlock_state *redlock_state_ref(redlock_state *st);
+
+/* Drops one reference (a destructor for SQLite's registration calls). */
+void redlock_state_unref(void *st);
+
+/* Registers the SQL functions; SQLITE_OK or an error code. */
+int redlock_register_functions(sqlite3 *db, redlock_state *st);
+
+/* Registers the redlock_nodes table; SQLITE_OK or an error code. */
+int redlock_register_nodes_table(sqlite3 *db, redlock_state *st);
+
+/* Sets an error result "redlock: <msg>" on ctx. */
+void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,194 @@
+/* redlock_functions: the SQL functions redlock_acquire, redlock_release,
+ * redlock_extend, redlock_config and redlock_version. Each checks its
+ * arguments, calls the engine, and turns the outcome into a value, a NULL,
+ * or an error that starts with "redlock: ". */
+#include "redlock_ext.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_settings.h"
+
+SQLITE_EXTENSION_INIT3
+
+/* Reads the resource argument; NULL (with an error set) when unusable. */
+static const char *arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    int t = sqlite3_value_type(v);
+    if (t == SQLITE_NULL) {
+        redlock_result_error(ctx, "resource is NULL; pass the lock's name as text");
+        return NULL;
+    }
+    if (t != SQLITE_TEXT) {
+        redlock_result_error(ctx, "resource must be text (got %s)", t == SQLITE_BLOB ? "a blob" : "a number");
+        return NULL;
+    }
+    const char *s = (const char *)sqlite3_value_text(v);
+    int n = sqlite3_value_bytes(v);
+    if (!s) {
+        sqlite3_result_error_nomem(ctx);
+        return NULL;
+    }
+    if (n == 0) {
+        redlock_result_error(ctx, "resource is empty; pass the lock's name as text");
+        return NULL;
+    }
+    if (memchr(s, '\0', (size_t)n)) {
+        redlock_result_error(ctx, "resource must not contain NUL characters");
+        return NULL;
+    }
+    if ((size_t)n > RL_RESOURCE_MAX) {
+        redlock_result_error(ctx, "resource is too long (%d bytes; at most %d)", n, RL_RESOURCE_MAX);
+        return NULL;
+    }
+    *len = (size_t)n;
+    return s;
+}
+
+/* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
+static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < lo || sqlite3_value_int64(v) > hi) {
+        redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
+                             (long long)hi);
+        return -1;
+    }
+    *out = sqlite3_value_int64(v);
+    return 0;
+}
+
+/* Reads a token argument; NULL (error set) when unusable. */
+static const char *arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    int t = sqlite3_value_type(v);
+    if (t == SQLITE_NULL) {
+        redlock_result_error(ctx, "token is NULL; pass the token redlock_acquire returned (NULL from acquire means the lock was not taken)");
+        return NULL;
+    }
+    if (t != SQLITE_TEXT) {
+        redlock_result_error(ctx, "token must be the text redlock_acquire returned");
+        return NULL;
+    }
+    const char *s = (const char *)sqlite3_value_text(v);
+    int n = sqlite3_value_bytes(v);
+    if (!s) {
+        sqlite3_result_error_nomem(ctx);
+        return NULL;
+    }
+    if (n == 0 || n > 1024 || memchr(s, '\0', (size_t)n)) {
+        redlock_result_error(ctx, "token must be the text redlock_acquire returned (got %s)", n == 0 ? "an empty text" : "something else");
+        return NULL;
+    }
+    *len = (size_t)n;
+    return s;
+}
+
+/* Turns a failed outcome into the SQL result: NULL for a refusal, an error otherwise. */
+static void result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o) {
+    switch (o->status) {
+    case RL_REFUSED: sqlite3_result_null(ctx); break;
+    case RL_NOMEM: sqlite3_result_error_nomem(ctx); break;
+    case RL_MISUSE: redlock_result_error(ctx, "%s", o->msg); break;
+    default: redlock_result_error(ctx, "could not %s '%.64s': %s", what, res, o->msg); break;
+    }
+}
+
+static redlock_state *state_of(sqlite3_context *ctx) { return sqlite3_user_data(ctx); }
+
+static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen;
+    int64_t ttl, wait = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    char token[RL_TOKEN_LEN + 1];
+    rl_outcome o;
+    if (rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o) == RL_OK)
+        sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
+    else
+        result_failure(ctx, "lock", res, &o);
+}
+
+static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen, toklen = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
+    if (!res) return;
+    if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
+    int not_held;
+    rl_outcome o;
+    rl_status st = rl_session_release(state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
+    if (not_held) sqlite3_result_null(ctx);
+    else if (st == RL_OK) sqlite3_result_int(ctx, 1);
+    else if (st == RL_REFUSED) sqlite3_result_int(ctx, 0);
+    else result_failure(ctx, "release", res, &o);
+}
+
+static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen, toklen = 0;
+    int64_t ttl;
+    const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
+    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
+    int not_held;
+    rl_outcome o;
+    rl_status st = rl_session_extend(state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
+    if (not_held) sqlite3_result_null(ctx);
+    else if (st == RL_OK) sqlite3_result_int64(ctx, o.validity_ms);
+    else result_failure(ctx, "extend", res, &o);
+}
+
+static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    rl_client *c = state_of(ctx)->session->client;
+    char err[600];
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+        redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");
+        return;
+    }
+    const char *name = (const char *)sqlite3_value_text(argv[0]);
+    int type = rl_setting_type(name);
+    rl_setting_value v = {.type = type};
+    if (argc > 1) {
+        int t = sqlite3_value_type(argv[1]);
+        if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);
+        else if (type == RL_SETTING_REAL && (t == SQLITE_INTEGER || t == SQLITE_FLOAT)) v.r = sqlite3_value_double(argv[1]);
+        else if (type == RL_SETTING_TEXT && t == SQLITE_TEXT) v.text = (char *)sqlite3_value_text(argv[1]);
+        else v.type = -1; /* wrong SQL type: rl_setting_set says what is expected */
+        if (rl_setting_set(c, name, &v, err, sizeof err) != 0) {
+            redlock_result_error(ctx, "%s", err);
+            return;
+        }
+    }
+    if (rl_setting_get(c, name, &v, err, sizeof err) != 0) {
+        redlock_result_error(ctx, "%s", err);
+        return;
+    }
+    if (v.type == RL_SETTING_INT) sqlite3_result_int64(ctx, v.i);
+    else if (v.type == RL_SETTING_REAL) sqlite3_result_double(ctx, v.r);
+    else sqlite3_result_text(ctx, v.text, -1, free);
+}
+
+static void fn_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    (void)argv;
+    sqlite3_result_text(ctx, REDLOCK_VERSION, -1, SQLITE_STATIC);
+}
+
+int redlock_register_functions(sqlite3 *db, redlock_state *st) {
+    static const struct {
+        const char *name;
+        int nargs;
+        void (*fn)(sqlite3_context *, int, sqlite3_value **);
+    } fns[] = {
+        {"redlock_acquire", 2, fn_acquire}, {"redlock_acquire", 3, fn_acquire},
+        {"redlock_release", 1, fn_release}, {"redlock_release", 2, fn_release},
+        {"redlock_extend", 2, fn_extend},   {"redlock_extend", 3, fn_extend},
+        {"redlock_config", 1, fn_config},   {"redlock_config", 2, fn_config},
+    };
+    /* Side effects on the network: never deterministic, never from a view,
+     * trigger or schema of a database file. */
+    const int flags = SQLITE_UTF8 | SQLITE_DIRECTONLY;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        int rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].nargs, flags, redlock_state_ref(st), fns[i].fn,
+                                            NULL, NULL, redlock_state_unref);
+        if (rc != SQLITE_OK) return rc;
+    }
+    return sqlite3_create_function_v2(db, "redlock_version", 0, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS,
+                                      NULL, fn_version, NULL, NULL, NULL);
+}

@@ -1,0 +1,298 @@
+/* redlock_nodes: the eponymous, writable virtual table of this connection's
+ * Redis nodes. INSERT by columns or by url, UPDATE, DELETE; password and the
+ * password inside url read back masked; state and last_error show what the
+ * last call saw of each node. Rows are copied at the start of a scan. */
+#include "redlock_ext.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+SQLITE_EXTENSION_INIT3
+
+enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEOUT, COL_STATE, COL_LAST_ERROR, COL_URL };
+
+#define MASK "********"
+
+typedef struct nodes_vtab {
+    sqlite3_vtab base;
+    redlock_state *st;
+} nodes_vtab;
+
+typedef struct nodes_cursor {
+    sqlite3_vtab_cursor base;
+    rl_node_view *rows;
+    int n, i;
+} nodes_cursor;
+
+static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
+    (void)argc;
+    (void)argv;
+    (void)err;
+    int rc = sqlite3_declare_vtab(db,
+                                  "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
+                                  "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT)");
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    nodes_vtab *vt = sqlite3_malloc(sizeof *vt);
+    if (!vt) return SQLITE_NOMEM;
+    memset(vt, 0, sizeof *vt);
+    vt->st = aux;
+    *out = &vt->base;
+    return SQLITE_OK;
+}
+
+static int nodes_disconnect(sqlite3_vtab *vt) {
+    sqlite3_free(vt);
+    return SQLITE_OK;
+}
+
+static int nodes_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+    (void)vt;
+    info->estimatedCost = 10;
+    info->estimatedRows = 5;
+    return SQLITE_OK;
+}
+
+static void free_rows(nodes_cursor *cur) {
+    for (int i = 0; i < cur->n; i++) rl_endpoint_clear(&cur->rows[i].ep);
+    free(cur->rows);
+    cur->rows = NULL;
+    cur->n = cur->i = 0;
+}
+
+static int nodes_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
+    (void)vt;
+    nodes_cursor *cur = sqlite3_malloc(sizeof *cur);
+    if (!cur) return SQLITE_NOMEM;
+    memset(cur, 0, sizeof *cur);
+    *out = &cur->base;
+    return SQLITE_OK;
+}
+
+static int nodes_close(sqlite3_vtab_cursor *c) {
+    free_rows((nodes_cursor *)c);
+    sqlite3_free(c);
+    return SQLITE_OK;
+}
+
+static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int argc, sqlite3_value **argv) {
+    (void)idx;
+    (void)idxStr;
+    (void)argc;
+    (void)argv;
+    nodes_cursor *cur = (nodes_cursor *)c;
+    rl_client *cl = ((nodes_vtab *)c->pVtab)->st->session->client;
+    free_rows(cur);
+    int n = rl_client_node_count(cl);
+    if (n == 0) return SQLITE_OK;
+    cur->rows = calloc((size_t)n, sizeof *cur->rows);
+    if (!cur->rows) return SQLITE_NOMEM;
+    for (int i = 0; i < n; i++) {
+        if (rl_client_node_view(cl, i, &cur->rows[cur->n]) != 0) break; /* the list shrank */
+        cur->n++;
+    }
+    return SQLITE_OK;
+}
+
+static int nodes_next(sqlite3_vtab_cursor *c) {
+    ((nodes_cursor *)c)->i++;
+    return SQLITE_OK;
+}
+
+static int nodes_eof(sqlite3_vtab_cursor *c) {
+    nodes_cursor *cur = (nodes_cursor *)c;
+    return cur->i >= cur->n;
+}
+
+static void text_or_null(sqlite3_context *ctx, const char *s) {
+    if (s) sqlite3_result_text(ctx, s, -1, SQLITE_TRANSIENT);
+    else sqlite3_result_null(ctx);
+}
+
+static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
+    nodes_cursor *cur = (nodes_cursor *)c;
+    const rl_node_view *r = &cur->rows[cur->i];
+    char url[RL_URL_MAX];
+    switch (col) {
+    case COL_ID: sqlite3_result_int64(ctx, r->id); break;
+    case COL_HOST: text_or_null(ctx, r->ep.host); break;
+    case COL_PORT: sqlite3_result_int(ctx, r->ep.port); break;
+    case COL_DB: sqlite3_result_int(ctx, r->ep.db); break;
+    case COL_USERNAME: text_or_null(ctx, r->ep.username); break;
+    case COL_PASSWORD: text_or_null(ctx, r->ep.password ? MASK : NULL); break;
+    case COL_TIMEOUT: sqlite3_result_int64(ctx, r->timeout_ms); break;
+    case COL_STATE: text_or_null(ctx, r->state); break;
+    case COL_LAST_ERROR: text_or_null(ctx, r->last_error[0] ? r->last_error : NULL); break;
+    case COL_URL:
+        if (sqlite3_vtab_nochange(ctx)) break;
+        rl_endpoint_format_url(&r->ep, url, sizeof url);
+        sqlite3_result_text(ctx, url, -1, SQLITE_TRANSIENT);
+        break;
+    }
+    return SQLITE_OK;
+}
+
+static int nodes_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
+    nodes_cursor *cur = (nodes_cursor *)c;
+    *rowid = cur->rows[cur->i].id;
+    return SQLITE_OK;
+}
+
+static int vtab_error(sqlite3_vtab *vt, const char *fmt, const char *detail) {
+    sqlite3_free(vt->zErrMsg);
+    vt->zErrMsg = sqlite3_mprintf(fmt, detail);
+    return SQLITE_ERROR;
+}
+
+/* Builds the endpoint of an INSERT or UPDATE row from its column values
+ * (argv[2 + column]); old is the row's present endpoint for an UPDATE. */
+static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, rl_endpoint *ep) {
+    char err[300];
+    memset(ep, 0, sizeof *ep);
+    if ((sqlite3_value_type(cols[COL_STATE]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_STATE])) ||
+        (sqlite3_value_type(cols[COL_LAST_ERROR]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_LAST_ERROR])))
+        return vtab_error(vt, "redlock: state and last_error are read-only%s", "");
+    int have_url = sqlite3_value_type(cols[COL_URL]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_URL]);
+    if (have_url) {
+        if (sqlite3_value_type(cols[COL_URL]) != SQLITE_TEXT) return vtab_error(vt, "redlock: url must be text%s", "");
+        if (!old && sqlite3_value_type(cols[COL_HOST]) != SQLITE_NULL)
+            return vtab_error(vt, "redlock: give either url or host/port/... columns, not both%s", "");
+        const char *u = (const char *)sqlite3_value_text(cols[COL_URL]);
+        if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(cols[COL_URL]), ep, err, sizeof err) != 0)
+            return vtab_error(vt, "redlock: %s", err);
+        if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
+            ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
+        return SQLITE_OK;
+    }
+    /* Columns: host, port, db, username, password, timeout_ms. */
+    sqlite3_value *h = cols[COL_HOST];
+    if (sqlite3_value_type(h) != SQLITE_TEXT || sqlite3_value_bytes(h) == 0)
+        return vtab_error(vt, "redlock: host must be a non-empty text, as in INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)%s", "");
+    ep->host = (char *)sqlite3_value_text(h);
+    if (memchr(ep->host, '\0', (size_t)sqlite3_value_bytes(h))) {
+        ep->host = NULL;
+        return vtab_error(vt, "redlock: host must not contain NUL characters%s", "");
+    }
+    struct { int col; int *dst; int dflt; int lo; int hi; const char *msg; } ints[] = {
+        {COL_PORT, &ep->port, 6379, 1, 65535, "redlock: port must be a whole number from 1 to 65535%s"},
+        {COL_DB, &ep->db, 0, 0, RL_DB_MAX, "redlock: db must be a whole number from 0 to 1000000%s"},
+        {COL_TIMEOUT, &ep->timeout_ms, 0, 1, RL_TIMEOUT_MAX_MS, "redlock: timeout_ms must be a whole number from 1 to 600000, or NULL for the default%s"},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        sqlite3_value *v = cols[ints[i].col];
+        int t = sqlite3_value_type(v);
+        if (t == SQLITE_NULL) {
+            *ints[i].dst = ints[i].dflt;
+            continue;
+        }
+        if (ints[i].col == COL_TIMEOUT && old && sqlite3_value_nochange(v)) {
+            *ints[i].dst = old->timeout_ms;
+            continue;
+        }
+        if (t != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo || sqlite3_value_int64(v) > ints[i].hi) {
+            ep->host = NULL;
+            return vtab_error(vt, ints[i].msg, "");
+        }
+        *ints[i].dst = (int)sqlite3_value_int64(v);
+    }
+    /* An UPDATE that reads back a masked timeout (the effective value) keeps the old one. */
+    sqlite3_value *u = cols[COL_USERNAME], *p = cols[COL_PASSWORD];
+    ep->username = sqlite3_value_type(u) == SQLITE_TEXT ? (char *)sqlite3_value_text(u) : NULL;
+    if (sqlite3_value_type(u) != SQLITE_NULL && sqlite3_value_type(u) != SQLITE_TEXT) {
+        ep->host = ep->username = NULL;
+        return vtab_error(vt, "redlock: username must be text or NULL%s", "");
+    }
+    if (sqlite3_value_type(p) == SQLITE_TEXT) {
+        const char *pw = (const char *)sqlite3_value_text(p);
+        ep->password = (old && (sqlite3_value_nochange(p) || strcmp(pw, MASK) == 0)) ? old->password : (char *)pw;
+    } else if (old && sqlite3_value_nochange(p)) {
+        ep->password = old->password;
+    } else if (sqlite3_value_type(p) != SQLITE_NULL) {
+        ep->host = ep->username = NULL;
+        return vtab_error(vt, "redlock: password must be text or NULL%s", "");
+    }
+    if (ep->username && !ep->username[0]) ep->username = NULL;
+    /* Borrowed strings: copy so the caller can clear uniformly. */
+    rl_endpoint tmp = *ep;
+    if (rl_endpoint_copy(ep, &tmp) != 0) return SQLITE_NOMEM;
+    return SQLITE_OK;
+}
+
+/* Finds the present endpoint of node id into *out (owned copy). */
+static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
+    int n = rl_client_node_count(cl);
+    for (int i = 0; i < n; i++) {
+        rl_node_view v;
+        if (rl_client_node_view(cl, i, &v) != 0) break;
+        if (v.id == id) {
+            *out = v.ep;
+            return 0;
+        }
+        rl_endpoint_clear(&v.ep);
+    }
+    return -1;
+}
+
+static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
+    rl_client *cl = ((nodes_vtab *)vt)->st->session->client;
+    char err[300];
+    if (argc == 1) { /* DELETE */
+        rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
+        return SQLITE_OK;
+    }
+    sqlite3_value **cols = argv + 2;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) { /* INSERT */
+        int64_t id = 0;
+        sqlite3_value *idv = sqlite3_value_type(argv[1]) != SQLITE_NULL ? argv[1] : cols[COL_ID];
+        if (sqlite3_value_type(idv) != SQLITE_NULL) {
+            if (sqlite3_value_type(idv) != SQLITE_INTEGER || sqlite3_value_int64(idv) < 1)
+                return vtab_error(vt, "redlock: id must be a positive whole number or NULL%s", "");
+            id = sqlite3_value_int64(idv);
+        }
+        rl_endpoint ep;
+        int rc = row_endpoint(vt, cols, NULL, &ep);
+        if (rc != SQLITE_OK) return rc;
+        int64_t nid = rl_client_add_node(cl, &ep, id, err, sizeof err);
+        rl_endpoint_clear(&ep);
+        if (nid < 0) return vtab_error(vt, "redlock: %s", err);
+        *rowid = nid;
+        return SQLITE_OK;
+    }
+    /* UPDATE */
+    int64_t id = sqlite3_value_int64(argv[0]);
+    if (sqlite3_value_int64(argv[1]) != id ||
+        (!sqlite3_value_nochange(cols[COL_ID]) && (sqlite3_value_type(cols[COL_ID]) != SQLITE_INTEGER ||
+                                                   sqlite3_value_int64(cols[COL_ID]) != id)))
+        return vtab_error(vt, "redlock: a node's id cannot be changed; DELETE the row and INSERT a new one%s", "");
+    rl_endpoint old, ep;
+    if (find_node(cl, id, &old) != 0) return vtab_error(vt, "redlock: the node was removed%s", "");
+    int rc = row_endpoint(vt, cols, &old, &ep);
+    if (rc == SQLITE_OK) {
+        if (rl_client_update_node(cl, id, &ep, err, sizeof err) != 0) rc = vtab_error(vt, "redlock: %s", err);
+        rl_endpoint_clear(&ep);
+    }
+    rl_endpoint_clear(&old);
+    return rc;
+}
+
+static sqlite3_module nodes_module = {
+    .iVersion = 2,
+    .xCreate = 0,
+    .xConnect = nodes_connect,
+    .xBestIndex = nodes_best_index,
+    .xDisconnect = nodes_disconnect,
+    .xDestroy = nodes_disconnect,
+    .xOpen = nodes_open,
+    .xClose = nodes_close,
+    .xFilter = nodes_filter,
+    .xNext = nodes_next,
+    .xEof = nodes_eof,
+    .xColumn = nodes_column,
+    .xRowid = nodes_rowid,
+    .xUpdate = nodes_update,
+};
+
+int redlock_register_nodes_table(sqlite3 *db, redlock_state *st) {
+    return sqlite3_create_module_v2(db, "redlock_nodes", &nodes_module, redlock_state_ref(st), redlock_state_unref);
+}

@@ -1,0 +1,143 @@
+/* rl_client: a set of Redis nodes with their connections and health, and the
+ * settings every lock operation of one owner (one SQLite connection) uses.
+ *
+ * A client is used by one caller thread plus, at most, the auto-extension
+ * thread; every public engine function takes c->mu for the time it talks to
+ * the nodes and never sleeps while holding it. */
+#ifndef RL_CLIENT_H
+#define RL_CLIENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rl_conn.h"
+#include "rl_endpoint.h"
+
+/* What a tagged command is (rl_tag.kind). */
+enum {
+    RL_K_AUTH = 1,    /* connection set-up */
+    RL_K_SELECT,
+    RL_K_INFO,
+    RL_K_ROLE,
+    RL_K_ACQUIRE,     /* SET key token NX PX ttl */
+    RL_K_ACQUIRE_FENCED, /* the same plus INCR of the fence counter, one script */
+    RL_K_RELEASE,     /* compare-and-delete script */
+    RL_K_EXTEND,      /* compare-and-pexpire script */
+    RL_K_WRITEBACK,   /* raise a lagging fence counter */
+    RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
+};
+
+enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
+
+typedef struct rl_node {
+    int64_t id;
+    rl_endpoint ep;
+    struct sockaddr_storage addr;  /* resolved when configured */
+    socklen_t addrlen;
+    rl_conn *conn;          /* the connection commands go on, or NULL */
+    rl_conn *stale;         /* a stalled connection kept only so late replies are
+                               read and queued cleanups reach the node; or NULL */
+    int64_t stale_until_us;
+    int health;
+    int64_t retry_at_us;    /* while down: not contacted before this */
+    int64_t backoff_ms;     /* the last down period; doubles up to reconnect_max_ms */
+    int auth_failed;
+    int is_replica;
+    int64_t duplicate_of;   /* id of a node that is the same server, or 0 */
+    char run_id[48];
+    int64_t guard_until_us; /* restart guard: no yes vote before this */
+    char last_error[256];
+} rl_node;
+
+typedef struct rl_settings {
+    int64_t timeout_ms;       /* per-node connect+reply timeout, default 50 */
+    int64_t retry_delay_ms;   /* 200 */
+    int64_t retry_jitter_ms;  /* 100 */
+    double drift_factor;      /* 0.01 */
+    char *key_prefix;         /* owned, NUL-terminated, "" by default */
+    int64_t fencing;          /* 1 */
+    int64_t fence_ttl_ms;     /* 7 days; 0: the counter never expires */
+    int64_t restart_guard;    /* 0 */
+    int64_t reconnect_min_ms; /* 100 */
+    int64_t reconnect_max_ms; /* 5000 */
+    int64_t auto_extend;      /* 0 */
+    int64_t unsafe_test_quorum; /* 0: majority; tests only */
+} rl_settings;
+
+typedef struct rl_client {
+    pthread_mutex_t mu;
+    rl_node **nodes;
+    int n, cap;
+    int64_t next_id;
+    rl_settings set;
+    uint64_t op;         /* counts operations; tags replies */
+    int64_t max_ttl_ms;  /* largest TTL used so far (restart guard) */
+} rl_client;
+
+/* A new client with default settings and no nodes; NULL on OOM. */
+rl_client *rl_client_new(void);
+
+/* Waits (bounded by each node's timeout) for commands already sent, then
+ * closes every connection and frees the client. Held locks are not released
+ * here: the owner does that first (rl_registry_release_all). */
+void rl_client_free(rl_client *c);
+
+/* Adds a node (the endpoint is copied; its host is resolved now). Returns
+ * the new id (> 0), or -1 with a message in err. Takes c->mu. */
+int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char *err, size_t errlen);
+
+/* Replaces node id's endpoint (its connections are closed). Returns 0, or -1
+ * with a message in err. Takes c->mu. */
+int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char *err, size_t errlen);
+
+/* Removes node id. Returns 0, or -1 when there is no such node. Takes c->mu. */
+int rl_client_remove_node(rl_client *c, int64_t id);
+
+/* Copies what a reader of the node list sees of node index i. */
+typedef struct rl_node_view {
+    int64_t id;
+    rl_endpoint ep;            /* owned copy: rl_endpoint_clear it */
+    int64_t timeout_ms;        /* effective */
+    const char *state;         /* static string */
+    char last_error[256];
+} rl_node_view;
+
+/* Fills *out with a snapshot of the node at index i (0-based). Returns 0, or
+ * -1 when i is out of range or on OOM. Takes c->mu. */
+int rl_client_node_view(rl_client *c, int i, rl_node_view *out);
+
+/* Number of nodes (takes c->mu). */
+int rl_client_node_count(rl_client *c);
+
+/* ---- internal to the engine (callers hold c->mu) ---- */
+
+/* The effective timeout of a node in microseconds. */
+int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n);
+
+/* Votes needed out of c->n nodes. */
+int rl_client_quorum(const rl_client *c);
+
+/* Opens a connection to node and queues its set-up commands (AUTH, SELECT,
+ * INFO, ROLE) tagged with op. Returns 0, or -1 with node marked down. */
+int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us);
+
+/* Marks node down for a growing backoff. With stalled set, its connection
+ * is kept as the stale one (late replies and cleanups still flow); else it
+ * is closed. why becomes last_error. */
+void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
+
+/* Marks node up after a timely reply. */
+void rl_node_mark_up(rl_node *node);
+
+/* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
+void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
+
+/* Why a yes from node must not count (replica, duplicate, restart guard),
+ * written into why; 0 when it counts. guard_applies: acquire and extend. */
+int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen);
+
+/* "node 2 127.0.0.1:6380" into buf. */
+void rl_node_name(const rl_node *node, char *buf, size_t buflen);
+
+#endif

@@ -1,0 +1,18 @@
+/* rl_clock: monotonic time for deadlines and validity (see rl_clock.h). */
+#include "rl_clock.h"
+
+#include <errno.h>
+#include <time.h>
+
+int64_t rl_now_us(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0) clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void rl_sleep_us(int64_t us) {
+    if (us <= 0) return;
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}

@@ -1,0 +1,15 @@
+/* rl_clock: the one clock every deadline and lock validity is measured on.
+ * It is monotonic and keeps counting while the machine is suspended
+ * (CLOCK_BOOTTIME), because Redis keeps expiring keys while we sleep. */
+#ifndef RL_CLOCK_H
+#define RL_CLOCK_H
+
+#include <stdint.h>
+
+/* Microseconds since an arbitrary fixed point; never goes backwards. */
+int64_t rl_now_us(void);
+
+/* Sleeps for `us` microseconds (no-op when us <= 0). */
+void rl_sleep_us(int64_t us);
+
+#endif

@@ -1,0 +1,167 @@
+/* rl_conn: a non-blocking connection with tagged replies (see rl_conn.h). */
+#include "rl_conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int set_broken(rl_conn *c, const char *what, int e) {
+    if (!c->broken) {
+        c->broken = 1;
+        if (e) snprintf(c->err, sizeof c->err, "%s: %s", what, strerror(e));
+        else snprintf(c->err, sizeof c->err, "%s", what);
+    }
+    return -1;
+}
+
+rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen) {
+    rl_conn *c = calloc(1, sizeof *c);
+    if (!c || !(c->reader = rl_reader_new())) {
+        free(c);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        redisReaderFree(c->reader);
+        free(c);
+        return NULL;
+    }
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(c->fd, addr, addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            snprintf(err, errlen, "connect: %s", strerror(errno));
+            rl_conn_close(c);
+            return NULL;
+        }
+        c->connecting = 1;
+    }
+    return c;
+}
+
+void rl_conn_close(rl_conn *c) {
+    if (!c) return;
+    if (c->fd >= 0) close(c->fd);
+    if (c->reader) redisReaderFree(c->reader);
+    rl_buf_free(&c->out);
+    free(c->tags);
+    free(c);
+}
+
+static int push_tag(rl_conn *c, const rl_tag *tag) {
+    if (c->count == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        rl_tag *t = malloc(cap * sizeof *t);
+        if (!t) return -1;
+        for (size_t i = 0; i < c->count; i++) t[i] = c->tags[(c->head + i) % c->cap];
+        free(c->tags);
+        c->tags = t;
+        c->cap = cap;
+        c->head = 0;
+    }
+    c->tags[(c->head + c->count) % c->cap] = *tag;
+    c->count++;
+    return 0;
+}
+
+static int flush_out(rl_conn *c) {
+    while (c->out.off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            return set_broken(c, "send", errno);
+        }
+        rl_buf_consume(&c->out, (size_t)n);
+    }
+    return 0;
+}
+
+int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens) {
+    if (c->broken) return -1;
+    size_t before = c->out.len;
+    if (rl_buf_append_command(&c->out, argc, argv, lens) != 0) return set_broken(c, "out of memory", 0);
+    if (push_tag(c, tag) != 0) {
+        c->out.len = before;
+        return set_broken(c, "out of memory", 0);
+    }
+    if (!c->connecting) return flush_out(c);
+    return 0;
+}
+
+short rl_conn_events(const rl_conn *c) {
+    if (c->broken) return 0;
+    if (c->connecting) return POLLOUT;
+    short ev = c->count > 0 ? POLLIN : 0;
+    if (c->out.off < c->out.len) ev |= POLLOUT;
+    return ev;
+}
+
+static int finish_connect(rl_conn *c) {
+    int e = 0;
+    socklen_t len = sizeof e;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
+    if (e == EINPROGRESS || e == EALREADY) return 0;
+    if (e) return set_broken(c, "connect", e);
+    c->connecting = 0;
+    return 0;
+}
+
+static int read_in(rl_conn *c) {
+    char buf[16384];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, "out of memory", 0);
+            if ((size_t)n < sizeof buf) return 0;
+            continue;
+        }
+        if (n == 0) return set_broken(c, "connection closed by the server", 0);
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        return set_broken(c, "recv", errno);
+    }
+}
+
+int rl_conn_progress(rl_conn *c, short revents) {
+    if (c->broken) return -1;
+    if (c->connecting) {
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP))) return 0;
+        if (finish_connect(c) != 0) return -1;
+        if (c->connecting) return 0;
+        return flush_out(c);
+    }
+    if (revents & POLLOUT && flush_out(c) != 0) return -1;
+    if (revents & (POLLIN | POLLERR | POLLHUP)) return read_in(c);
+    return 0;
+}
+
+int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
+    void *r = NULL;
+    *reply = NULL;
+    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+        char msg[150];
+        snprintf(msg, sizeof msg, "protocol error: %s", c->reader->errstr);
+        return set_broken(c, msg, 0);
+    }
+    if (!r) return 0;
+    if (c->count == 0) {
+        rl_reply_free(r);
+        return set_broken(c, "protocol error: a reply nobody asked for", 0);
+    }
+    *tag = c->tags[c->head];
+    c->head = (c->head + 1) % c->cap;
+    c->count--;
+    *reply = r;
+    return 1;
+}
+
+const rl_tag *rl_conn_oldest(const rl_conn *c) { return c->count ? &c->tags[c->head] : NULL; }

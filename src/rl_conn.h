@@ -1,0 +1,65 @@
+/* rl_conn: one non-blocking TCP connection to one Redis node.
+ *
+ * The socket is ours (hiredis 0.14.1 has no connect timeout): connect is
+ * started without waiting, bytes are sent with MSG_NOSIGNAL so a reset peer
+ * can never raise SIGPIPE in the host process, and replies are parsed with
+ * an rl_resp reader. Every command sent pushes a tag on a FIFO; every reply
+ * read pops the tag at its head, so a late reply is always matched to the
+ * command that asked for it and never to a later one.
+ *
+ * Nothing here blocks; the caller polls rl_conn_fd() for rl_conn_events(). */
+#ifndef RL_CONN_H
+#define RL_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rl_resp.h"
+
+/* What a reply is the answer to. */
+typedef struct rl_tag {
+    uint64_t op;          /* the operation that sent it (rl_client op counter) */
+    int kind;             /* RL_K_* of rl_client.h */
+    int64_t deadline_us;  /* after this, no reply means the node is stalled */
+} rl_tag;
+
+typedef struct rl_conn {
+    int fd;
+    int connecting;  /* connect() not finished yet */
+    int broken;      /* an I/O or protocol error happened; see err */
+    char err[160];
+    redisReader *reader;
+    rl_buf out;
+    rl_tag *tags;  /* ring buffer of commands awaiting a reply */
+    size_t head, count, cap;
+} rl_conn;
+
+/* Starts connecting to addr. Returns a new connection (free with
+ * rl_conn_close) or NULL with a reason in err when it failed at once. */
+rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen);
+
+/* Closes the socket and frees everything (NULL is fine). Unread replies
+ * are discarded. */
+void rl_conn_close(rl_conn *c);
+
+/* Queues one command with its tag and tries to send it at once.
+ * Returns 0, or -1 when the connection is broken or out of memory. */
+int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens);
+
+/* The poll(2) events this connection waits for (0 when idle). */
+short rl_conn_events(const rl_conn *c);
+
+/* Makes progress on whatever poll reported (connect, send, receive).
+ * Returns 0, or -1 when the connection broke (c->err says why). */
+int rl_conn_progress(rl_conn *c, short revents);
+
+/* Takes the next complete reply, if any: returns 1 with *tag and *reply set
+ * (the caller frees the reply with rl_reply_free), 0 when none is complete,
+ * -1 on a protocol error or a reply nobody asked for. */
+int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply);
+
+/* The tag of the oldest unanswered command, or NULL. */
+const rl_tag *rl_conn_oldest(const rl_conn *c);
+
+#endif

@@ -1,0 +1,289 @@
+/* rl_lock: Redlock acquire, release and extend (see rl_lock.h). */
+#include "rl_lock.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_clock.h"
+#include "rl_round.h"
+#include "rl_scripts.h"
+
+#define FENCE_SUFFIX ":fence"
+
+/* The key (prefix + resource) and the fence counter key; free with keys_free. */
+typedef struct keys {
+    char *key, *fkey;
+    size_t keylen, fkeylen;
+} keys;
+
+static void keys_free(keys *k) {
+    free(k->key);
+    free(k->fkey);
+}
+
+static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
+    size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1;
+    memset(k, 0, sizeof *k);
+    k->keylen = pl + reslen;
+    k->fkeylen = k->keylen + sl;
+    k->key = malloc(k->keylen + 1);
+    k->fkey = malloc(k->fkeylen + 1);
+    if (!k->key || !k->fkey) {
+        keys_free(k);
+        return -1;
+    }
+    memcpy(k->key, c->set.key_prefix, pl);
+    memcpy(k->key + pl, res, reslen);
+    memcpy(k->fkey, k->key, k->keylen);
+    memcpy(k->fkey + k->keylen, FENCE_SUFFIX, sl);
+    return 0;
+}
+
+static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
+    out->status = st;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(out->msg, sizeof out->msg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out) {
+    if (!res || reslen == 0) return finish(out, RL_MISUSE, "resource must be a non-empty name");
+    if (reslen + strlen(c->set.key_prefix) > RL_RESOURCE_MAX)
+        return finish(out, RL_MISUSE, "resource name is too long: key_prefix plus resource may be at most %d bytes",
+                      RL_RESOURCE_MAX);
+    return RL_OK;
+}
+
+/* Shared start of every call: counts, nodes present, resource, keys. */
+static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+    out->nodes = c->n;
+    out->quorum = rl_client_quorum(c);
+    if (c->n == 0)
+        return finish(out, RL_MISUSE,
+                      "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
+    if (out->quorum > c->n)
+        return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
+    if (rl_lock_check_resource(c, res, reslen, out) != RL_OK) return out->status;
+    *votes = calloc((size_t)c->n, sizeof **votes);
+    if (!*votes || keys_make(c, res, reslen, k) != 0) {
+        free(*votes);
+        *votes = NULL;
+        return finish(out, RL_NOMEM, "out of memory");
+    }
+    return RL_OK;
+}
+
+static int64_t drift_us(const rl_client *c, int64_t ttl_ms) {
+    return (int64_t)((double)ttl_ms * 1000.0 * c->set.drift_factor) + 2000;
+}
+
+static void count_votes(rl_outcome *out, const rl_round *r) {
+    out->yes = r->yes;
+    out->no = r->no;
+    out->fail = r->fail;
+}
+
+/* The outcome of a round that did not reach a quorum of yes votes. */
+static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out, const char *what) {
+    count_votes(out, r);
+    if (r->yes + r->no >= out->quorum)
+        return finish(out, RL_REFUSED, "%s: %d of %d nodes said no (%d needed)", what, r->no, c->n, out->quorum);
+    int k = snprintf(out->msg, sizeof out->msg, "only %d of %d nodes answered, %d needed: ", r->yes + r->no, c->n,
+                     out->quorum);
+    (void)k;
+    rl_round_describe_failures(c, r, out->msg, sizeof out->msg);
+    out->status = RL_NO_QUORUM;
+    return RL_NO_QUORUM;
+}
+
+/* Raises lagging fence counters on the yes nodes to the quorum's maximum,
+ * so that any later majority sees a number at least that high. */
+static void fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl) {
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    unsigned char *only = calloc(n, 1);
+    rl_vote *votes = calloc(n, sizeof *votes);
+    int lagging = 0;
+    for (int i = 0; only && i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value < fence) only[i] = 1, lagging++;
+    if (lagging && votes) {
+        char num[32], ttl[32];
+        snprintf(num, sizeof num, "%lld", fence);
+        snprintf(ttl, sizeof ttl, "%lld", (long long)fence_ttl);
+        const char *argv[] = {"EVAL", RL_SCRIPT_FENCE_WRITEBACK, "1", k->fkey, num, ttl};
+        size_t lens[] = {4, sizeof RL_SCRIPT_FENCE_WRITEBACK - 1, 1, k->fkeylen, strlen(num), strlen(ttl)};
+        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = 6, .argv = argv, .lens = lens, .only = only, .wait_all = 1,
+                       .quorum = lagging, .votes = votes};
+        rl_round_run(c, &wb);
+    }
+    free(only);
+    free(votes);
+}
+
+rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                          char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    token[0] = '\0';
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
+        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
+    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
+        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    pthread_mutex_lock(&c->mu);
+    keys k;
+    rl_vote *votes = NULL;
+    if (begin(c, res, reslen, out, &k, &votes) != RL_OK) {
+        pthread_mutex_unlock(&c->mu);
+        return out->status;
+    }
+    if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
+    int64_t deadline = rl_now_us() + wait_ms * 1000;
+    for (;;) {
+        out->attempts++;
+        if (rl_token_new(token) != 0) {
+            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
+            break;
+        }
+        int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
+        char ttl[32], fttl[32];
+        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
+        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, strlen(ttl)};
+        const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, strlen(ttl),
+                           strlen(fttl)};
+        int fenced = c->set.fencing != 0;
+        rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
+                      .argc = fenced ? 8 : 6,
+                      .argv = fenced ? f_argv : set_argv,
+                      .lens = fenced ? f_lens : set_lens,
+                      .quorum = out->quorum,
+                      .guard_applies = 1,
+                      .votes = votes};
+        rl_round_run(c, &r);
+        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);
+        if (r.yes >= out->quorum && validity > 0) {
+            count_votes(out, &r);
+            long long fence = 0;
+            for (int i = 0; i < c->n; i++)
+                if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
+            if (fenced) fence_writeback(c, &r, &k, fence, fence_ttl);
+            out->fence = fence;
+            out->validity_ms = validity / 1000;
+            out->valid_until_us = r.end_us + validity;
+            out->status = RL_OK;
+            break;
+        }
+        /* Failed attempt: give back whatever we got, on every node that may hold it. */
+        const char *rel_argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
+        size_t rel_lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, RL_TOKEN_LEN};
+        rl_round_cleanup(c, &r, 5, rel_argv, rel_lens);
+        if (r.yes >= out->quorum) {
+            count_votes(out, &r);
+            finish(out, RL_NO_QUORUM,
+                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
+                   (long long)((r.end_us - r.start_us) / 1000), (long long)ttl_ms);
+        } else {
+            not_done(c, &r, out, "held elsewhere");
+        }
+        int64_t now = rl_now_us();
+        if (now >= deadline) break;
+        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
+                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
+        if (d < 0) d = 0;
+        if (now + d > deadline) d = deadline - now;
+        pthread_mutex_unlock(&c->mu);
+        rl_sleep_us(d);
+        pthread_mutex_lock(&c->mu);
+        if (c->n != out->nodes) {
+            finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
+            break;
+        }
+    }
+    if (out->status != RL_OK) token[0] = '\0';
+    pthread_mutex_unlock(&c->mu);
+    keys_free(&k);
+    free(votes);
+    return out->status;
+}
+
+static rl_status check_token(const char *token, size_t toklen, rl_outcome *out) {
+    if (!token || toklen == 0) return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
+    if (toklen > 1024) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
+    return RL_OK;
+}
+
+rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                          rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    if (check_token(token, toklen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&c->mu);
+    keys k;
+    rl_vote *votes = NULL;
+    if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+        const char *argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
+        size_t lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen};
+        rl_round r = {.kind = RL_K_RELEASE, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum, .votes = votes};
+        rl_round_run(c, &r);
+        if (r.yes >= out->quorum) {
+            count_votes(out, &r);
+            out->status = RL_OK;
+        } else {
+            not_done(c, &r, out, "not held with this token");
+        }
+        keys_free(&k);
+        free(votes);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out->status;
+}
+
+rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                         int64_t ttl_ms, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
+        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
+    if (check_token(token, toklen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&c->mu);
+    keys k;
+    rl_vote *votes = NULL;
+    if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+        if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
+        char ttl[32];
+        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, "1", k.key, token, ttl};
+        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, toklen, strlen(ttl)};
+        rl_round r = {.kind = RL_K_EXTEND, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+                      .guard_applies = 1, .votes = votes};
+        rl_round_run(c, &r);
+        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);
+        count_votes(out, &r);
+        if (r.yes >= out->quorum && validity > 0) {
+            out->validity_ms = validity / 1000;
+            out->valid_until_us = r.end_us + validity;
+            out->status = RL_OK;
+        } else {
+            if (r.yes >= out->quorum)
+                finish(out, RL_REFUSED, "extending took %lld ms, which used up the new validity",
+                       (long long)((r.end_us - r.start_us) / 1000));
+            else
+                not_done(c, &r, out, "lock lost");
+            /* Lost: delete what is left of it, so it does not linger on a minority. */
+            if (out->status == RL_REFUSED) {
+                const char *rel_argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
+                size_t rel_lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen};
+                rl_round_cleanup(c, &r, 5, rel_argv, rel_lens);
+            }
+        }
+        keys_free(&k);
+        free(votes);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out->status;
+}

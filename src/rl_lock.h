@@ -1,0 +1,55 @@
+/* rl_lock: the Redlock algorithm over a client's nodes: acquire with
+ * retries, release and extend by token, and fencing numbers. Stateless: what
+ * an owner holds is kept by rl_session. */
+#ifndef RL_LOCK_H
+#define RL_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl_client.h"
+#include "rl_random.h"
+
+#define RL_RESOURCE_MAX 65536        /* bytes, key prefix included */
+#define RL_TTL_MAX_MS 2147483647LL   /* about 24.8 days */
+#define RL_WAIT_MAX_MS 86400000LL    /* one day */
+
+typedef enum {
+    RL_OK = 0,     /* done on a quorum */
+    RL_REFUSED,    /* a quorum answered, but no: held elsewhere / not ours / expired */
+    RL_NO_QUORUM,  /* fewer than a quorum of nodes gave an answer */
+    RL_MISUSE,     /* bad arguments or no nodes */
+    RL_NOMEM,
+} rl_status;
+
+typedef struct rl_outcome {
+    rl_status status;
+    int64_t validity_ms;     /* OK: time left as measured at the end of the call */
+    int64_t valid_until_us;  /* OK: rl_now_us() at which validity ends */
+    long long fence;         /* OK acquire with fencing on: the fence number */
+    int nodes, quorum, yes, no, fail;
+    int attempts;
+    char msg[1024];          /* why, for every status but OK */
+} rl_outcome;
+
+/* Takes the lock: a fresh token, SET NX PX on every node at once, retried
+ * after a random delay until wait_ms has passed. On RL_OK token holds the
+ * new token. Caller must not hold c->mu. */
+rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                          char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Deletes the key on every node where it still holds token. RL_OK when
+ * deleted on a quorum, RL_REFUSED when not ours on a quorum. */
+rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                          rl_outcome *out);
+
+/* Sets a new TTL where the key still holds token (never re-creates it).
+ * RL_OK with the new validity, RL_REFUSED when lost. A failed extend
+ * deletes what is left of the lock. */
+rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                         int64_t ttl_ms, rl_outcome *out);
+
+/* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
+rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
+
+#endif

@@ -1,0 +1,125 @@
+/* rl_resp: RESP command formatting and reply objects (see rl_resp.h). */
+#include "rl_resp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int buf_reserve(rl_buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) return -1;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static void buf_put(rl_buf *b, const void *p, size_t n) {
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static void buf_put_header(rl_buf *b, char kind, size_t n) {
+    char tmp[32];
+    int k = snprintf(tmp, sizeof tmp, "%c%zu\r\n", kind, n);
+    buf_put(b, tmp, (size_t)k);
+}
+
+int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const size_t *lens) {
+    size_t need = 32;
+    for (int i = 0; i < argc; i++) need += lens[i] + 32;
+    if (buf_reserve(b, need) != 0) return -1;
+    buf_put_header(b, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        buf_put_header(b, '$', lens[i]);
+        buf_put(b, argv[i], lens[i]);
+        buf_put(b, "\r\n", 2);
+    }
+    return 0;
+}
+
+void rl_buf_consume(rl_buf *b, size_t n) {
+    b->off += n;
+    if (b->off >= b->len) b->off = b->len = 0;
+}
+
+void rl_buf_free(rl_buf *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+/* Hooks a new object into its parent array, as hiredis's own functions do. */
+static void *attach(const redisReadTask *task, rl_reply *r) {
+    if (task->parent) {
+        rl_reply *parent = task->parent->obj;
+        parent->element[task->idx] = r;
+    }
+    return r;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len) {
+    rl_reply *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->str = malloc(len + 1);
+    if (!r->str) {
+        free(r);
+        return NULL;
+    }
+    memcpy(r->str, str, len);
+    r->str[len] = '\0';
+    r->len = len;
+    r->type = task->type;
+    return attach(task, r);
+}
+
+static void *create_array(const redisReadTask *task, int elements) {
+    rl_reply *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    if (elements > 0) {
+        r->element = calloc((size_t)elements, sizeof *r->element);
+        if (!r->element) {
+            free(r);
+            return NULL;
+        }
+    }
+    r->elements = elements > 0 ? (size_t)elements : 0;
+    r->type = REDIS_REPLY_ARRAY;
+    return attach(task, r);
+}
+
+static void *create_integer(const redisReadTask *task, long long value) {
+    rl_reply *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->type = REDIS_REPLY_INTEGER;
+    r->integer = value;
+    return attach(task, r);
+}
+
+static void *create_nil(const redisReadTask *task) {
+    rl_reply *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->type = REDIS_REPLY_NIL;
+    return attach(task, r);
+}
+
+void rl_reply_free(rl_reply *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->elements; i++) rl_reply_free(r->element[i]);
+    free(r->element);
+    free(r->str);
+    free(r);
+}
+
+static void free_object(void *r) { rl_reply_free(r); }
+
+static redisReplyObjectFunctions reply_functions = {
+    .createString = create_string,
+    .createArray = create_array,
+    .createInteger = create_integer,
+    .createNil = create_nil,
+    .freeObject = free_object,
+};
+
+redisReader *rl_reader_new(void) { return redisReaderCreateWithFunctions(&reply_functions); }

@@ -1,0 +1,44 @@
+/* rl_resp: the Redis protocol pieces the engine needs. Commands are written
+ * into a byte buffer by our own formatter (binary-safe, with lengths), and
+ * replies are parsed by hiredis's redisReader building our own reply
+ * objects, so no allocation failure inside hiredis can abort the host. */
+#ifndef RL_RESP_H
+#define RL_RESP_H
+
+#include <stddef.h>
+#include <hiredis/read.h>
+
+/* A growable byte buffer; bytes [off, len) are still to be sent. */
+typedef struct rl_buf {
+    char *data;
+    size_t len, cap, off;
+} rl_buf;
+
+/* Appends one command (argc arguments, each argv[i] of lens[i] bytes) in
+ * RESP form. Returns 0, -1 on OOM (the buffer is then unchanged). */
+int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const size_t *lens);
+
+/* Marks n bytes as sent; compacts when everything was sent. */
+void rl_buf_consume(rl_buf *b, size_t n);
+
+/* Frees the buffer's memory and zeroes it. */
+void rl_buf_free(rl_buf *b);
+
+/* A parsed reply. type is one of hiredis's REDIS_REPLY_* constants. */
+typedef struct rl_reply {
+    int type;
+    long long integer;         /* REDIS_REPLY_INTEGER */
+    char *str;                 /* STRING, STATUS, ERROR: NUL-terminated, len bytes */
+    size_t len;
+    size_t elements;           /* ARRAY */
+    struct rl_reply **element;
+} rl_reply;
+
+/* A reader whose replies are rl_reply objects; free with redisReaderFree.
+ * Returns NULL on OOM. */
+redisReader *rl_reader_new(void);
+
+/* Frees a reply and its elements (NULL is fine). */
+void rl_reply_free(rl_reply *r);
+
+#endif

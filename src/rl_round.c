@@ -1,0 +1,212 @@
+/* rl_round: fan-out of one command to all nodes over one poll loop
+ * (see rl_round.h). */
+#include "rl_round.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rl_clock.h"
+
+static int is_setup(int kind) { return kind >= RL_K_AUTH && kind <= RL_K_ROLE; }
+
+static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
+    if (v->state != RL_V_PENDING) return;
+    v->state = state;
+    if (why && why != v->why) snprintf(v->why, sizeof v->why, "%s", why);
+    if (state == RL_V_YES) r->yes++;
+    else if (state == RL_V_NO) r->no++;
+    else r->fail++;
+}
+
+/* Every vote still pending on node i fails with why (the node went down). */
+static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
+    if (!r || r->votes[i].state != RL_V_PENDING) return;
+    r->votes[i].timed_out = timed_out;
+    set_vote(r, &r->votes[i], RL_V_FAIL, why);
+}
+
+static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
+    rl_node *node = c->nodes[i];
+    rl_node_mark_up(node);
+    if (is_setup(tag->kind)) {
+        rl_node_on_setup_reply(c, node, tag->kind, rep);
+        return;
+    }
+    if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
+        /* A late reply to an earlier operation: it only tells us the node lives. */
+        return;
+    }
+    rl_vote *v = &r->votes[i];
+    char why[sizeof v->why];
+    int state = rl_vote_classify(tag->kind, rep, &v->value, why, sizeof why);
+    if (state == RL_V_YES && rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why)) state = RL_V_FAIL;
+    if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
+    if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+    else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
+    set_vote(r, v, state, why);
+}
+
+/* Reads every complete reply on conn (node i). */
+static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn) {
+    rl_tag tag;
+    rl_reply *rep;
+    while (rl_conn_next_reply(conn, &tag, &rep) == 1) {
+        if (conn == c->nodes[i]->conn) on_reply(c, r, op, i, &tag, rep);
+        rl_reply_free(rep);
+    }
+}
+
+/* After I/O: broken connections, stalled nodes, drained stale connections. */
+static void check_nodes(rl_client *c, rl_round *r) {
+    int64_t now = rl_now_us();
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        if (node->stale && (node->stale->broken || node->stale->count == 0 || now >= node->stale_until_us)) {
+            /* Drained: the node answers again; let the next round reconnect. */
+            if (!node->stale->broken && node->stale->count == 0 && node->health == RL_HEALTH_DOWN) node->retry_at_us = now;
+            rl_conn_close(node->stale);
+            node->stale = NULL;
+        }
+        rl_conn *conn = node->conn;
+        if (!conn) continue;
+        if (conn->broken) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", conn->err);
+            rl_node_mark_down(c, node, why, 0);
+            fail_pending(r, i, why, 0);
+            continue;
+        }
+        const rl_tag *oldest = rl_conn_oldest(conn);
+        if (oldest && now >= oldest->deadline_us) {
+            char why[200];
+            snprintf(why, sizeof why, "no answer within %lld ms", (long long)(rl_node_timeout_us(c, node) / 1000));
+            rl_node_mark_down(c, node, why, 1);
+            fail_pending(r, i, why, 1);
+        }
+    }
+}
+
+/* One poll over every connection with work, waiting at most until until_us
+ * or the earliest reply deadline; then handles what it found. */
+static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
+    struct pollfd pfd_small[16], *pfd = pfd_small;
+    int who_small[16], *who = who_small;
+    rl_conn *conn_small[16], **conns = conn_small;
+    int cap = 2 * c->n, k = 0;
+    if (cap > 16) {
+        pfd = malloc((size_t)cap * sizeof *pfd);
+        who = malloc((size_t)cap * sizeof *who);
+        conns = malloc((size_t)cap * sizeof *conns);
+        if (!pfd || !who || !conns) goto out;
+    }
+    int64_t wake = until_us;
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        rl_conn *cs[2] = {node->conn, node->stale};
+        for (int j = 0; j < 2; j++) {
+            short ev = cs[j] ? rl_conn_events(cs[j]) : 0;
+            if (!ev) continue;
+            pfd[k] = (struct pollfd){.fd = cs[j]->fd, .events = ev};
+            who[k] = i;
+            conns[k++] = cs[j];
+            const rl_tag *oldest = rl_conn_oldest(cs[j]);
+            if (j == 0 && oldest && oldest->deadline_us < wake) wake = oldest->deadline_us;
+        }
+    }
+    int64_t now = rl_now_us();
+    int64_t wait = wake > now ? wake - now : 0;
+    struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
+    int ready = k ? ppoll(pfd, (nfds_t)k, &ts, NULL) : 0;
+    for (int j = 0; ready > 0 && j < k; j++) {
+        if (!pfd[j].revents) continue;
+        rl_conn_progress(conns[j], pfd[j].revents);
+        read_replies(c, r, op, who[j], conns[j]);
+    }
+    check_nodes(c, r);
+out:
+    if (pfd != pfd_small) {
+        free(pfd);
+        free(who);
+        free(conns);
+    }
+}
+
+void rl_client_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
+
+static int decided(const rl_round *r) {
+    if (r->wait_all) return 0;
+    return r->yes >= r->quorum || r->no + r->fail > r->asked - r->quorum;
+}
+
+void rl_round_run(rl_client *c, rl_round *r) {
+    uint64_t op = ++c->op;
+    r->yes = r->no = r->fail = r->asked = 0;
+    r->start_us = rl_now_us();
+    rl_client_service(c, 0);
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        rl_vote *v = &r->votes[i];
+        memset(v, 0, sizeof *v);
+        if (r->only && !r->only[i]) continue;
+        r->asked++;
+        v->state = RL_V_PENDING;
+        int64_t now = rl_now_us();
+        if (node->health == RL_HEALTH_DOWN && now < node->retry_at_us) {
+            char why[sizeof v->why];
+            snprintf(why, sizeof why, "%.160s (down; next try in %lld ms)", node->last_error,
+                     (long long)((node->retry_at_us - now + 999) / 1000));
+            set_vote(r, v, RL_V_FAIL, why);
+            /* A release still reaches a stalled node, behind whatever it owes. */
+            if (r->kind == RL_K_RELEASE && node->stale && !node->stale->broken) {
+                rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
+                rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
+            }
+            continue;
+        }
+        int64_t deadline = r->start_us + rl_node_timeout_us(c, node);
+        if (!node->conn && rl_node_connect(c, node, op, deadline) != 0) {
+            set_vote(r, v, RL_V_FAIL, node->last_error);
+            continue;
+        }
+        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
+        if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", node->conn->err);
+            rl_node_mark_down(c, node, why, 0);
+            set_vote(r, v, RL_V_FAIL, why);
+        }
+    }
+    while (!decided(r) && r->yes + r->no + r->fail < r->asked) pump(c, r, op, INT64_MAX);
+    r->end_us = rl_now_us();
+}
+
+void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_vote *v = &r->votes[i];
+        rl_node *node = c->nodes[i];
+        rl_conn *conn = NULL;
+        if (v->state == RL_V_YES || v->state == RL_V_PENDING) conn = node->conn;
+        else if (v->state == RL_V_FAIL && v->timed_out) conn = node->stale;
+        if (!conn || conn->broken) continue;
+        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_node_timeout_us(c, node);
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        rl_conn_send(conn, &tag, argc, argv, lens);
+    }
+}
+
+void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen) {
+    size_t used = strlen(buf);
+    for (int i = 0; i < c->n && used + 1 < buflen; i++) {
+        const rl_vote *v = &r->votes[i];
+        if (v->state != RL_V_FAIL) continue;
+        char name[320];
+        rl_node_name(c->nodes[i], name, sizeof name);
+        int k = snprintf(buf + used, buflen - used, "%s%s: %s", used ? "; " : "", name, v->why);
+        if (k < 0) break;
+        used += (size_t)k;
+        if (used >= buflen) used = buflen - 1;
+    }
+}

@@ -1,0 +1,50 @@
+/* rl_round: one command sent to every node at once, and the single poll(2)
+ * loop that drives all connections until a quorum is decided or each node's
+ * deadline (connect + reply) has passed.
+ *
+ * The round returns as soon as the outcome is decided (enough yes votes, or
+ * too many no/fail for a quorum); replies still on their way are read by a
+ * later round and matched to their own command by tag. A node that misses
+ * its deadline is marked down and its connection kept only as "stale" (so a
+ * late SET and the cleanup queued behind it both reach the node in order);
+ * a node known to be down costs nothing until its backoff has passed. */
+#ifndef RL_ROUND_H
+#define RL_ROUND_H
+
+#include <stdint.h>
+
+#include "rl_client.h"
+#include "rl_vote.h"
+
+typedef struct rl_round {
+    /* in */
+    int kind;                   /* RL_K_ACQUIRE, ... */
+    int argc;
+    const char *const *argv;
+    const size_t *lens;
+    const unsigned char *only;  /* NULL: every node; else only nodes with only[i] */
+    int wait_all;               /* wait for every node, not just a decision */
+    int quorum;                 /* yes votes that decide success */
+    int guard_applies;          /* restart guard blocks yes votes (acquire, extend) */
+    /* out */
+    rl_vote *votes;             /* c->n entries, owned by the caller */
+    int asked, yes, no, fail;
+    int64_t start_us, end_us;
+} rl_round;
+
+/* Runs the round. Caller holds c->mu and provides r->votes[c->n]. */
+void rl_round_run(rl_client *c, rl_round *r);
+
+/* Sends a compare-and-delete (argv as for RL_K_RELEASE) to every node that
+ * may hold the key after round r (said yes, did not answer, or timed out),
+ * without waiting for any reply. */
+void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
+
+/* Polls every connection for up to wait_us (0: just what is ready), reading
+ * late replies and noticing stalled or broken nodes. Caller holds c->mu. */
+void rl_client_service(rl_client *c, int64_t wait_us);
+
+/* Appends "node 2 127.0.0.1:6380: why; ..." for every failed vote to buf. */
+void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen);
+
+#endif

@@ -1,0 +1,32 @@
+/* rl_scripts: the Lua scripts sent with EVAL. EVAL (not EVALSHA) means a
+ * node that lost its script cache (restart, SCRIPT FLUSH) never answers
+ * NOSCRIPT; Redis hashes and caches the body itself. */
+#ifndef RL_SCRIPTS_H
+#define RL_SCRIPTS_H
+
+/* KEYS[1] lock key; ARGV[1] token. 1 when our key was deleted, else 0. */
+#define RL_SCRIPT_RELEASE \
+    "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end"
+
+/* KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 when our key got the
+ * new TTL; 0 when the key is gone or not ours: it is never re-created. */
+#define RL_SCRIPT_EXTEND \
+    "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end"
+
+/* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
+ * ARGV[3] counter ttl ms (0: none). The new fence number when the lock was
+ * set, nil when the key exists already. */
+#define RL_SCRIPT_ACQUIRE_FENCED \
+    "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then " \
+    "local f = redis.call('incr',KEYS[2]) " \
+    "if tonumber(ARGV[3]) > 0 then redis.call('pexpire',KEYS[2],ARGV[3]) end " \
+    "return f end return false"
+
+/* KEYS[1] fence counter; ARGV[1] the quorum's highest number, ARGV[2]
+ * counter ttl ms (0: none). Raises a lagging counter to ARGV[1]. */
+#define RL_SCRIPT_FENCE_WRITEBACK \
+    "local c = tonumber(redis.call('get',KEYS[1]) or '0') " \
+    "if c < tonumber(ARGV[1]) then redis.call('set',KEYS[1],ARGV[1]) end " \
+    "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) end return 1"
+
+#endif

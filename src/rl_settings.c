@@ -1,0 +1,106 @@
+/* rl_settings: settings by name (see rl_settings.h). */
+#include "rl_settings.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_lock.h"
+
+typedef struct setting {
+    const char *name;
+    int type;
+    size_t offset;  /* into rl_settings */
+    int64_t min, max;
+    const char *hint;
+} setting;
+
+#define OFF(f) offsetof(rl_settings, f)
+static const setting table[] = {
+    {"timeout_ms", RL_SETTING_INT, OFF(timeout_ms), 1, 600000, "milliseconds from 1 to 600000"},
+    {"retry_delay_ms", RL_SETTING_INT, OFF(retry_delay_ms), 0, 3600000, "milliseconds from 0 to 3600000"},
+    {"retry_jitter_ms", RL_SETTING_INT, OFF(retry_jitter_ms), 0, 3600000, "milliseconds from 0 to 3600000"},
+    {"drift_factor", RL_SETTING_REAL, OFF(drift_factor), 0, 0, "a number from 0 up to (not including) 0.5"},
+    {"key_prefix", RL_SETTING_TEXT, OFF(key_prefix), 0, 1024, "text of at most 1024 bytes"},
+    {"fencing", RL_SETTING_INT, OFF(fencing), 0, 1, "0 or 1"},
+    {"fence_ttl_ms", RL_SETTING_INT, OFF(fence_ttl_ms), 0, INT64_C(315360000000), "milliseconds, 0 for never"},
+    {"restart_guard", RL_SETTING_INT, OFF(restart_guard), 0, 1, "0 or 1"},
+    {"reconnect_min_ms", RL_SETTING_INT, OFF(reconnect_min_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
+    {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
+    {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
+    {"unsafe_test_quorum", RL_SETTING_INT, OFF(unsafe_test_quorum), 0, 1000, "0 (majority) or a node count; for tests only"},
+};
+#define NSETTINGS (sizeof table / sizeof table[0])
+
+static const setting *lookup(const char *name) {
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+static int unknown(const char *name, char *err, size_t errlen) {
+    size_t used = (size_t)snprintf(err, errlen, "unknown setting '%.64s'; the settings are:", name);
+    for (size_t i = 0; i < NSETTINGS && used < errlen; i++)
+        used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", table[i].name);
+    return -1;
+}
+
+int rl_setting_type(const char *name) {
+    const setting *s = lookup(name);
+    return s ? s->type : -1;
+}
+
+int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, char *err, size_t errlen) {
+    const setting *s = lookup(name);
+    memset(out, 0, sizeof *out);
+    if (!s) return unknown(name, err, errlen);
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    const char *base = (const char *)&c->set + s->offset;
+    out->type = s->type;
+    if (s->type == RL_SETTING_INT) memcpy(&out->i, base, sizeof out->i);
+    else if (s->type == RL_SETTING_REAL) memcpy(&out->r, base, sizeof out->r);
+    else {
+        const char *t = *(char *const *)base;
+        out->text = strdup(t);
+        if (!out->text) rc = -1, snprintf(err, errlen, "out of memory");
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, char *err, size_t errlen) {
+    const setting *s = lookup(name);
+    if (!s) return unknown(name, err, errlen);
+    if (in->type != s->type ||
+        (s->type == RL_SETTING_INT && (in->i < s->min || in->i > s->max)) ||
+        (s->type == RL_SETTING_REAL && !(in->r >= 0.0 && in->r < 0.5)) ||
+        (s->type == RL_SETTING_TEXT && (!in->text || strlen(in->text) > (size_t)s->max))) {
+        snprintf(err, errlen, "%s must be %s", s->name, s->hint);
+        return -1;
+    }
+    char *copy = NULL;
+    if (s->type == RL_SETTING_TEXT && !(copy = strdup(in->text))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    char *base = (char *)&c->set + s->offset;
+    int rc = 0;
+    if (s->type == RL_SETTING_INT) {
+        if (strcmp(s->name, "reconnect_min_ms") == 0 && in->i > c->set.reconnect_max_ms) rc = -1;
+        if (strcmp(s->name, "reconnect_max_ms") == 0 && in->i < c->set.reconnect_min_ms) rc = -1;
+        if (rc) snprintf(err, errlen, "reconnect_min_ms must not be larger than reconnect_max_ms");
+        else memcpy(base, &in->i, sizeof in->i);
+    } else if (s->type == RL_SETTING_REAL) {
+        memcpy(base, &in->r, sizeof in->r);
+    } else {
+        char **slot = (char **)base;
+        free(*slot);
+        *slot = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+    return rc;
+}

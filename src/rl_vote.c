@@ -1,0 +1,75 @@
+/* rl_vote: reply classification for lock commands (see rl_vote.h). */
+#include "rl_vote.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rl_client.h"
+
+static const char *type_name(int t) {
+    switch (t) {
+    case REDIS_REPLY_STRING: return "a string";
+    case REDIS_REPLY_ARRAY: return "an array";
+    case REDIS_REPLY_INTEGER: return "an integer";
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "a status";
+    default: return "an unknown reply";
+    }
+}
+
+static int unexpected(const rl_reply *r, char *why, size_t whylen) {
+    if (r->type == REDIS_REPLY_INTEGER)
+        snprintf(why, whylen, "unexpected reply: integer %lld", r->integer);
+    else
+        snprintf(why, whylen, "unexpected reply: %s", type_name(r->type));
+    return RL_V_FAIL;
+}
+
+int rl_vote_classify(int kind, const rl_reply *r, long long *value, char *why, size_t whylen) {
+    *value = 0;
+    why[0] = '\0';
+    if (!r) {
+        snprintf(why, whylen, "no reply");
+        return RL_V_FAIL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* Error texts from Redis are short; keep them printable. */
+        snprintf(why, whylen, "Redis error: %.*s", (int)(r->len < 180 ? r->len : 180), r->str ? r->str : "");
+        for (char *p = why; *p; p++)
+            if ((unsigned char)*p < 32) *p = ' ';
+        return RL_V_FAIL;
+    }
+    switch (kind) {
+    case RL_K_ACQUIRE:
+        if (r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0) return RL_V_YES;
+        if (r->type == REDIS_REPLY_NIL) {
+            snprintf(why, whylen, "held by someone else");
+            return RL_V_NO;
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_FENCED:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+            *value = r->integer;
+            return RL_V_YES;
+        }
+        if (r->type == REDIS_REPLY_NIL) {
+            snprintf(why, whylen, "held by someone else");
+            return RL_V_NO;
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_RELEASE:
+    case RL_K_EXTEND:
+    case RL_K_CLEANUP:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+            snprintf(why, whylen, "not held with this token");
+            return RL_V_NO;
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_WRITEBACK:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
+        return unexpected(r, why, whylen);
+    }
+    snprintf(why, whylen, "internal: unknown command kind");
+    return RL_V_FAIL;
+}

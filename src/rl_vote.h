@@ -1,0 +1,30 @@
+/* rl_vote: what one node's reply to one lock command means. A reply is a
+ * yes only in the exact shape the command returns on success; an error
+ * reply, or any other shape, is a failure with a reason, never a yes. */
+#ifndef RL_VOTE_H
+#define RL_VOTE_H
+
+#include <stddef.h>
+
+#include "rl_resp.h"
+
+enum {
+    RL_V_NONE,     /* not asked */
+    RL_V_PENDING,  /* asked, no answer yet */
+    RL_V_YES,      /* did what was asked */
+    RL_V_NO,       /* answered: held by someone else / not our token */
+    RL_V_FAIL,     /* no usable answer (error reply, timeout, connection) */
+};
+
+typedef struct rl_vote {
+    int state;
+    int timed_out;     /* FAIL because the node did not answer in time */
+    long long value;   /* the fence number of a fenced acquire */
+    char why[256];     /* reason of a NO or FAIL */
+} rl_vote;
+
+/* Classifies reply r to a command of kind (RL_K_* of rl_client.h) into an
+ * RL_V_* state, with *value (fence) and a reason in why for NO and FAIL. */
+int rl_vote_classify(int kind, const rl_reply *r, long long *value, char *why, size_t whylen);
+
+#endif
