@@ -39,3 +39,6 @@ demo: deps
 clean:
 	rm -f redlock.so
 	rm -rf build
+
+# Further targets (bench, valgrind, fuzz, ...) each live in a file of their own.
+-include $(wildcard mk/*.mk)

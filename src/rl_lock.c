@@ -95,9 +95,8 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     count_votes(out, r);
     if (r->yes + r->no >= out->quorum)
         return finish(out, RL_REFUSED, "%s: %d of %d nodes said no (%d needed)", what, r->no, c->n, out->quorum);
-    int k = snprintf(out->msg, sizeof out->msg, "only %d of %d nodes answered, %d needed: ", r->yes + r->no, c->n,
-                     out->quorum);
-    (void)k;
+    snprintf(out->msg, sizeof out->msg, "%d of %d nodes failed, so the %d votes needed could not be had: ", r->fail,
+             c->n, out->quorum);
     rl_round_describe_failures(c, r, out->msg, sizeof out->msg);
     out->status = RL_NO_QUORUM;
     return RL_NO_QUORUM;

@@ -199,12 +199,14 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
 
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen) {
     size_t used = strlen(buf);
+    int first = 1;
     for (int i = 0; i < c->n && used + 1 < buflen; i++) {
         const rl_vote *v = &r->votes[i];
         if (v->state != RL_V_FAIL) continue;
         char name[320];
         rl_node_name(c->nodes[i], name, sizeof name);
-        int k = snprintf(buf + used, buflen - used, "%s%s: %s", used ? "; " : "", name, v->why);
+        int k = snprintf(buf + used, buflen - used, "%s%s: %s", first ? "" : "; ", name, v->why);
+        first = 0;
         if (k < 0) break;
         used += (size_t)k;
         if (used >= buflen) used = buflen - 1;
