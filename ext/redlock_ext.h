@@ -30,6 +30,9 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st);
 /* Registers the redlock_nodes table; SQLITE_OK or an error code. */
 int redlock_register_nodes_table(sqlite3 *db, redlock_state *st);
 
+/* Registers the redlock_locks table; SQLITE_OK or an error code. */
+int redlock_register_locks_table(sqlite3 *db, redlock_state *st);
+
 /* Sets an error result "redlock: <msg>" on ctx. */
 void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...);
 

@@ -1,5 +1,6 @@
-/* redlock_functions: the SQL functions redlock_acquire, redlock_release,
- * redlock_extend, redlock_config and redlock_version. Each checks its
+/* redlock_functions: the SQL functions redlock_acquire, redlock_lock,
+ * redlock_release, redlock_release_all, redlock_extend, redlock_validity,
+ * redlock_fence, redlock_config and redlock_version. Each checks its
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
  * or an error that starts with "redlock: ". */
 #include "redlock_ext.h"
@@ -106,6 +107,23 @@ static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         result_failure(ctx, "lock", res, &o);
 }
 
+/* redlock_lock: like redlock_acquire, but not getting the lock is an error,
+ * so a script run with .bail on stops instead of going on unprotected. */
+static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen;
+    int64_t ttl, wait = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    char token[RL_TOKEN_LEN + 1];
+    rl_outcome o;
+    rl_status st = rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
+    if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
+    else if (st == RL_REFUSED)
+        redlock_result_error(ctx, "could not lock '%.64s' within %lld ms: %s", res, (long long)wait, o.msg);
+    else result_failure(ctx, "lock", res, &o);
+}
+
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     size_t reslen, toklen = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
@@ -132,6 +150,30 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int64(ctx, o.validity_ms);
     else result_failure(ctx, "extend", res, &o);
+}
+
+static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    (void)argv;
+    sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
+}
+
+static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen, toklen = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
+    if (!res) return;
+    if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
+    sqlite3_result_int64(ctx, rl_session_validity(state_of(ctx)->session, res, reslen, token, toklen));
+}
+
+static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    size_t reslen;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res) return;
+    rl_held h;
+    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0) sqlite3_result_int64(ctx, h.fence);
+    else sqlite3_result_null(ctx);
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -180,6 +222,10 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_release", 1, fn_release}, {"redlock_release", 2, fn_release},
         {"redlock_extend", 2, fn_extend},   {"redlock_extend", 3, fn_extend},
         {"redlock_config", 1, fn_config},   {"redlock_config", 2, fn_config},
+        {"redlock_lock", 2, fn_lock},       {"redlock_lock", 3, fn_lock},
+        {"redlock_release_all", 0, fn_release_all},
+        {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
+        {"redlock_fence", 1, fn_fence},
     };
     /* Side effects on the network: never deterministic, never from a view,
      * trigger or schema of a database file. */

@@ -1,6 +1,7 @@
 /* rl_session: held locks of one owner (see rl_session.h). */
 #include "rl_session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,15 @@ rl_session *rl_session_new(void) {
     rl_session *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->client = rl_client_new();
-    if (!s->client || pthread_mutex_init(&s->mu, NULL) != 0) {
+    pthread_condattr_t ca;
+    int ok = s->client && pthread_condattr_init(&ca) == 0;
+    if (ok) {
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        ok = pthread_cond_init(&s->wake, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!ok || pthread_mutex_init(&s->mu, NULL) != 0) {
+        if (ok) pthread_cond_destroy(&s->wake);
         rl_client_free(s->client);
         free(s);
         return NULL;
@@ -20,9 +29,11 @@ rl_session *rl_session_new(void) {
 
 void rl_session_free(rl_session *s) {
     if (!s) return;
+    rl_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
     rl_client_free(s->client);
     free(s->held);
+    pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -34,6 +45,10 @@ static int find(const rl_session *s, const char *res, size_t reslen) {
     return -1;
 }
 
+static int same_token(const rl_held *h, const char *token, size_t toklen) {
+    return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
+}
+
 /* Caller holds s->mu. */
 static void forget(rl_session *s, int i) {
     free(s->held[i].res);
@@ -42,7 +57,7 @@ static void forget(rl_session *s, int i) {
 
 /* Records a new lock; returns 0 or -1 on OOM. Caller holds s->mu. */
 static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
-                    const rl_outcome *o) {
+                    const rl_outcome *o, int auto_extend) {
     if (s->nheld == s->capheld) {
         int cap = s->capheld ? s->capheld * 2 : 8;
         rl_held *h = realloc(s->held, (size_t)cap * sizeof *h);
@@ -64,6 +79,14 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->count = 1;
     h->yes_nodes = o->yes;
     s->nheld++;
+    if (auto_extend) {
+        h->auto_extend = 1;
+        h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+        if (rl_keeper_kick(s) != 0) {
+            forget(s, s->nheld - 1);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -71,35 +94,39 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
+        return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
         int64_t left = h->valid_until_us - rl_now_us();
-        if (left > 0 && ttl_ms >= 1 && ttl_ms <= RL_TTL_MAX_MS && wait_ms >= 0) {
+        if (!h->lost && left > 0) {
             h->count++;
             memcpy(token, h->token, RL_TOKEN_LEN + 1);
             out->status = RL_OK;
             out->validity_ms = left / 1000;
             out->valid_until_us = h->valid_until_us;
             out->fence = h->fence;
+            out->yes = h->yes_nodes;
             pthread_mutex_unlock(&s->mu);
             return RL_OK;
         }
-        if (left <= 0) forget(s, i); /* expired: take it anew */
+        forget(s, i); /* expired or lost: take it anew */
     }
     pthread_mutex_unlock(&s->mu);
+    int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
     rl_status st = rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
     if (st == RL_OK) {
         pthread_mutex_lock(&s->mu);
-        int rc = remember(s, res, reslen, token, ttl_ms, out);
+        int rc = remember(s, res, reslen, token, ttl_ms, out, auto_extend);
         pthread_mutex_unlock(&s->mu);
         if (rc != 0) {
             rl_outcome tmp;
             rl_lock_release(s->client, res, reslen, token, RL_TOKEN_LEN, &tmp);
             token[0] = '\0';
             out->status = RL_NOMEM;
-            strcpy(out->msg, "out of memory");
+            snprintf(out->msg, sizeof out->msg, "out of memory (or no thread for auto-extension); the lock was given back");
             return RL_NOMEM;
         }
     }
@@ -109,6 +136,7 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
 rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                              int *not_held, rl_outcome *out) {
     char mine[RL_TOKEN_LEN + 1];
+    int was_lost = 0;
     memset(out, 0, sizeof *out);
     *not_held = 0;
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
@@ -121,7 +149,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
             out->status = RL_MISUSE;
             return RL_MISUSE;
         }
-        if (s->held[i].count > 1) {
+        if (s->held[i].count > 1 && !s->held[i].lost) {
             s->held[i].count--;
             pthread_mutex_unlock(&s->mu);
             out->status = RL_OK;
@@ -131,13 +159,17 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
         token = mine;
         toklen = RL_TOKEN_LEN;
     }
+    if (i >= 0 && same_token(&s->held[i], token, toklen)) {
+        /* Gone from this session before the network call: the keeper stops extending it now. */
+        was_lost = s->held[i].lost;
+        forget(s, i);
+    }
     pthread_mutex_unlock(&s->mu);
     rl_status st = rl_lock_release(s->client, res, reslen, token, toklen, out);
-    if (st == RL_OK || st == RL_REFUSED) {
-        pthread_mutex_lock(&s->mu);
-        i = find(s, res, reslen);
-        if (i >= 0 && toklen == RL_TOKEN_LEN && memcmp(s->held[i].token, token, toklen) == 0) forget(s, i);
-        pthread_mutex_unlock(&s->mu);
+    if (was_lost && st == RL_OK) {
+        /* Deleted, but it had been lost on the way: it was not safely ours. */
+        out->status = st = RL_REFUSED;
+        snprintf(out->msg, sizeof out->msg, "the lock had been lost before it was released");
     }
     return st;
 }
@@ -150,35 +182,40 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&s->mu);
     int i = find(s, res, reslen);
-    int ours = i >= 0 && (!token || (toklen == RL_TOKEN_LEN && memcmp(s->held[i].token, token, toklen) == 0));
     if (!token && i < 0) {
         pthread_mutex_unlock(&s->mu);
         *not_held = 1;
         out->status = RL_MISUSE;
         return RL_MISUSE;
     }
-    if (ours && s->held[i].valid_until_us <= rl_now_us()) {
-        /* Our validity has ended: someone else may hold it by now. Never bring it back. */
-        forget(s, i);
-        pthread_mutex_unlock(&s->mu);
-        out->status = RL_REFUSED;
-        strcpy(out->msg, "the lock had expired before it was extended");
-        return RL_REFUSED;
-    }
+    int ours = i >= 0 && (!token || same_token(&s->held[i], token, toklen));
     if (!token) {
         memcpy(mine, s->held[i].token, sizeof mine);
         token = mine;
         toklen = RL_TOKEN_LEN;
     }
+    if (ours && (s->held[i].lost || s->held[i].valid_until_us <= rl_now_us())) {
+        /* Our validity has ended: someone else may hold it by now. Never bring it back;
+         * delete what may be left of it. */
+        forget(s, i);
+        pthread_mutex_unlock(&s->mu);
+        rl_lock_release(s->client, res, reslen, token, toklen, out);
+        memset(out, 0, sizeof *out);
+        out->status = RL_REFUSED;
+        snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was extended");
+        return RL_REFUSED;
+    }
     pthread_mutex_unlock(&s->mu);
     rl_status st = rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
-    if (i >= 0 && toklen == RL_TOKEN_LEN && memcmp(s->held[i].token, token, toklen) == 0) {
+    if (i >= 0 && same_token(&s->held[i], token, toklen)) {
+        rl_held *h = &s->held[i];
         if (st == RL_OK) {
-            s->held[i].valid_until_us = out->valid_until_us;
-            s->held[i].ttl_ms = ttl_ms;
-            s->held[i].extensions++;
+            h->valid_until_us = out->valid_until_us;
+            h->ttl_ms = ttl_ms;
+            h->extensions++;
+            if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
@@ -203,4 +240,51 @@ int rl_session_release_all(rl_session *s) {
         free(h.res);
         n++;
     }
+}
+
+int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen) {
+    int64_t left = 0;
+    pthread_mutex_lock(&s->mu);
+    int i = find(s, res, reslen);
+    if (i >= 0 && !s->held[i].lost && (!token || same_token(&s->held[i], token, toklen))) {
+        left = (s->held[i].valid_until_us - rl_now_us()) / 1000;
+        if (left < 0) left = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}
+
+int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out) {
+    pthread_mutex_lock(&s->mu);
+    int i = find(s, res, reslen);
+    if (i >= 0) {
+        *out = s->held[i];
+        out->res = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return i >= 0 ? 0 : -1;
+}
+
+int rl_session_snapshot(rl_session *s, rl_held **out) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->nheld;
+    rl_held *rows = calloc(n > 0 ? (size_t)n : 1, sizeof *rows);
+    for (int i = 0; rows && i < n; i++) {
+        rows[i] = s->held[i];
+        rows[i].res = malloc(s->held[i].reslen + 1);
+        if (!rows[i].res) {
+            rl_session_snapshot_free(rows, i);
+            rows = NULL;
+            break;
+        }
+        memcpy(rows[i].res, s->held[i].res, s->held[i].reslen + 1);
+    }
+    pthread_mutex_unlock(&s->mu);
+    *out = rows;
+    return rows ? n : -1;
+}
+
+void rl_session_snapshot_free(rl_held *rows, int n) {
+    for (int i = 0; rows && i < n; i++) free(rows[i].res);
+    free(rows);
 }

@@ -25,13 +25,21 @@ typedef struct rl_held {
     int count;               /* acquisitions not yet released */
     int yes_nodes;
     int64_t extensions;
+    int auto_extend;         /* the keeper extends it at about ttl/3 */
+    int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
+    int lost;                /* an extension failed or came too late */
+    char lost_why[256];
 } rl_held;
 
 typedef struct rl_session {
     rl_client *client;  /* owned */
-    pthread_mutex_t mu; /* guards held/nheld */
+    pthread_mutex_t mu; /* guards everything below */
     rl_held *held;
     int nheld, capheld;
+    /* the auto-extension thread (rl_keeper.c) */
+    pthread_cond_t wake;
+    pthread_t keeper;
+    int keeper_running, keeper_stop;
 } rl_session;
 
 /* A new session with a new client; NULL on OOM. */
@@ -61,5 +69,28 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
 
 /* Releases every lock this session holds; returns how many locks it held. */
 int rl_session_release_all(rl_session *s);
+
+/* Milliseconds of validity left for res as this session knows it (token
+ * NULL: the lock it holds; else only if it holds res with that token); 0
+ * when expired, lost or unknown. */
+int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen);
+
+/* Copies the held locks into a new array (*out, count returned; -1 on OOM);
+ * free it with rl_session_snapshot_free. */
+int rl_session_snapshot(rl_session *s, rl_held **out);
+void rl_session_snapshot_free(rl_held *rows, int n);
+
+/* Finds the held lock on res and copies it into *out (res not copied:
+ * out->res is NULL). Returns 0, or -1 when this session does not hold it. */
+int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out);
+
+/* rl_keeper.c: starts the auto-extension thread if it is not running and
+ * wakes it to look at the held locks again. Returns 0, -1 when no thread
+ * could be started. Caller holds s->mu. */
+int rl_keeper_kick(rl_session *s);
+
+/* rl_keeper.c: stops the thread and waits for it (bounded by one extension
+ * call). Caller does not hold s->mu. */
+void rl_keeper_stop(rl_session *s);
 
 #endif

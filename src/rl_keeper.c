@@ -1,0 +1,135 @@
+/* rl_keeper: the auto-extension thread of a session. It extends every lock
+ * taken with auto_extend at about a third of its TTL, never touches SQLite,
+ * never re-creates an expired lock (the extend script cannot), marks a lock
+ * lost when an extension is refused or its validity ran out first, and stops
+ * when the session ends. A lock released by its owner leaves the held list
+ * before its release is sent, so the keeper never extends it afterwards. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rl_clock.h"
+#include "rl_session.h"
+
+/* Waits on s->wake until rl_now_us() reaches until_us (INT64_MAX: until woken). */
+static void wait_until(rl_session *s, int64_t until_us) {
+    if (until_us == INT64_MAX) {
+        pthread_cond_wait(&s->wake, &s->mu);
+        return;
+    }
+    int64_t wait = until_us - rl_now_us();
+    if (wait <= 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = ts.tv_nsec + (wait % 1000000) * 1000;
+    ts.tv_sec += (time_t)(wait / 1000000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+}
+
+static int find_token(const rl_session *s, const char *token) {
+    for (int i = 0; i < s->nheld; i++)
+        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0) return i;
+    return -1;
+}
+
+static void mark_lost(rl_held *h, const char *why) {
+    h->lost = 1;
+    snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
+}
+
+/* Extends one due lock; s->mu is held on entry and exit, dropped meanwhile. */
+static void extend_one(rl_session *s, int i) {
+    rl_held *h = &s->held[i];
+    int64_t now = rl_now_us();
+    if (h->valid_until_us <= now) {
+        mark_lost(h, "its validity ran out before the keeper could extend it");
+        return;
+    }
+    char token[RL_TOKEN_LEN + 1];
+    size_t reslen = h->reslen;
+    int64_t ttl = h->ttl_ms;
+    char *res = malloc(reslen + 1);
+    if (!res) {
+        h->next_extend_us = now + 10000; /* try again soon */
+        return;
+    }
+    memcpy(res, h->res, reslen + 1);
+    memcpy(token, h->token, sizeof token);
+    h->next_extend_us = INT64_MAX; /* in flight */
+    pthread_mutex_unlock(&s->mu);
+
+    rl_outcome o;
+    rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
+    free(res);
+
+    pthread_mutex_lock(&s->mu);
+    i = find_token(s, token);
+    if (i < 0) return; /* released meanwhile */
+    h = &s->held[i];
+    now = rl_now_us();
+    if (st == RL_OK) {
+        h->valid_until_us = o.valid_until_us;
+        h->extensions++;
+        h->next_extend_us = now + ttl * 1000 / 3;
+    } else if (st == RL_REFUSED) {
+        mark_lost(h, o.msg);
+    } else if (h->valid_until_us <= now) {
+        mark_lost(h, o.msg);
+    } else {
+        /* Nodes did not answer: try again soon, while the lock is still valid. */
+        int64_t retry = ttl * 1000 / 10;
+        if (retry > 1000000) retry = 1000000;
+        h->next_extend_us = now + retry;
+    }
+}
+
+static void *keeper_main(void *arg) {
+    rl_session *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->keeper_stop) {
+        int64_t now = rl_now_us(), next = INT64_MAX;
+        int due = -1;
+        for (int i = 0; i < s->nheld; i++) {
+            rl_held *h = &s->held[i];
+            if (!h->auto_extend || h->lost) continue;
+            if (h->next_extend_us <= now) {
+                due = i;
+                break;
+            }
+            if (h->next_extend_us < next) next = h->next_extend_us;
+        }
+        if (due >= 0) extend_one(s, due);
+        else wait_until(s, next);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int rl_keeper_kick(rl_session *s) {
+    if (!s->keeper_running) {
+        /* The thread takes no signal meant for the host process. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        s->keeper_stop = 0;
+        int rc = pthread_create(&s->keeper, NULL, keeper_main, s);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) return -1;
+        s->keeper_running = 1;
+    }
+    pthread_cond_signal(&s->wake);
+    return 0;
+}
+
+void rl_keeper_stop(rl_session *s) {
+    pthread_mutex_lock(&s->mu);
+    int running = s->keeper_running;
+    s->keeper_stop = 1;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    if (running) pthread_join(s->keeper, NULL);
+    s->keeper_running = 0;
+}
