@@ -70,6 +70,7 @@ static void node_free(rl_node *node) {
     if (!node) return;
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
+    rl_conn_close(node->sub);
     rl_endpoint_clear(&node->ep);
     free(node);
 }
@@ -188,6 +189,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
     rl_node *node = c->nodes[i];
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
+    rl_conn_close(node->sub);
     rl_endpoint_clear(&node->ep);
     int64_t nid = node->id;
     memset(node, 0, sizeof *node);

@@ -38,6 +38,8 @@ typedef struct rl_node {
     rl_conn *conn;          /* the connection commands go on, or NULL */
     rl_conn *stale;         /* a stalled connection kept only so late replies are
                                read and queued cleanups reach the node; or NULL */
+    rl_conn *sub;           /* pub/sub connection for release wake-ups (rl_wait.c) */
+    int sub_ready;          /* sub has confirmed its subscriptions */
     int64_t stale_until_us;
     int health;
     int64_t retry_at_us;    /* while down: not contacted before this */

@@ -89,7 +89,7 @@ int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *arg
     if (c->broken) return -1;
     size_t before = c->out.len;
     if (rl_buf_append_command(&c->out, argc, argv, lens) != 0) return set_broken(c, "out of memory", 0);
-    if (push_tag(c, tag) != 0) {
+    if (tag && push_tag(c, tag) != 0) {
         c->out.len = before;
         return set_broken(c, "out of memory", 0);
     }
@@ -100,7 +100,7 @@ int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *arg
 short rl_conn_events(const rl_conn *c) {
     if (c->broken) return 0;
     if (c->connecting) return POLLOUT;
-    short ev = c->count > 0 ? POLLIN : 0;
+    short ev = c->count > 0 || c->push ? POLLIN : 0;
     if (c->out.off < c->out.len) ev |= POLLOUT;
     return ev;
 }
@@ -153,6 +153,11 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
         return set_broken(c, msg, 0);
     }
     if (!r) return 0;
+    if (c->push) {
+        memset(tag, 0, sizeof *tag);
+        *reply = r;
+        return 1;
+    }
     if (c->count == 0) {
         rl_reply_free(r);
         return set_broken(c, "protocol error: a reply nobody asked for", 0);

@@ -33,6 +33,7 @@ typedef struct rl_conn {
     rl_buf out;
     rl_tag *tags;  /* ring buffer of commands awaiting a reply */
     size_t head, count, cap;
+    int push;      /* pub/sub: replies come unasked; commands carry no tag */
 } rl_conn;
 
 /* Starts connecting to addr. Returns a new connection (free with
@@ -43,8 +44,8 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err,
  * are discarded. */
 void rl_conn_close(rl_conn *c);
 
-/* Queues one command with its tag and tries to send it at once.
- * Returns 0, or -1 when the connection is broken or out of memory. */
+/* Queues one command with its tag (NULL on a push connection) and tries to
+ * send it at once. Returns 0, or -1 when broken or out of memory. */
 int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens);
 
 /* The poll(2) events this connection waits for (0 when idle). */
@@ -55,8 +56,9 @@ short rl_conn_events(const rl_conn *c);
 int rl_conn_progress(rl_conn *c, short revents);
 
 /* Takes the next complete reply, if any: returns 1 with *tag and *reply set
- * (the caller frees the reply with rl_reply_free), 0 when none is complete,
- * -1 on a protocol error or a reply nobody asked for. */
+ * (the caller frees the reply with rl_reply_free; on a push connection the
+ * tag is zeroed), 0 when none is complete, -1 on a protocol error or a reply
+ * nobody asked for. */
 int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply);
 
 /* The tag of the oldest unanswered command, or NULL. */

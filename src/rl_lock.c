@@ -9,18 +9,20 @@
 #include "rl_clock.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
+#include "rl_wait.h"
 
 #define FENCE_SUFFIX ":fence"
 
 /* The key (prefix + resource) and the fence counter key; free with keys_free. */
 typedef struct keys {
-    char *key, *fkey;
-    size_t keylen, fkeylen;
+    char *key, *fkey, *chan;
+    size_t keylen, fkeylen, chanlen;
 } keys;
 
 static void keys_free(keys *k) {
     free(k->key);
     free(k->fkey);
+    free(k->chan);
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -28,9 +30,11 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memset(k, 0, sizeof *k);
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
+    k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
     k->key = malloc(k->keylen + 1);
     k->fkey = malloc(k->fkeylen + 1);
-    if (!k->key || !k->fkey) {
+    k->chan = malloc(k->chanlen + 1);
+    if (!k->key || !k->fkey || !k->chan) {
         keys_free(k);
         return -1;
     }
@@ -38,6 +42,8 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
     memcpy(k->fkey + k->keylen, FENCE_SUFFIX, sl);
+    memcpy(k->chan, k->key, k->keylen);
+    memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
     return 0;
 }
 
@@ -142,6 +148,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = rl_now_us() + wait_ms * 1000;
+    int subscribed = 0;
     for (;;) {
         out->attempts++;
         if (rl_token_new(token) != 0) {
@@ -193,18 +200,23 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         }
         int64_t now = rl_now_us();
         if (now >= deadline) break;
+        if (!subscribed) {
+            /* From now on a release wakes us; try once more at once, since it
+             * may have come before the subscription did. */
+            subscribed = 1;
+            if (rl_wait_subscribe(c, k.key, k.keylen) > 0) continue;
+        }
         int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
                                       c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
         if (d < 0) d = 0;
         if (now + d > deadline) d = deadline - now;
-        pthread_mutex_unlock(&c->mu);
-        rl_sleep_us(d);
-        pthread_mutex_lock(&c->mu);
+        rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
         if (c->n != out->nodes) {
             finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
             break;
         }
     }
+    if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
     pthread_mutex_unlock(&c->mu);
     keys_free(&k);
@@ -226,9 +238,9 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     keys k;
     rl_vote *votes = NULL;
     if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
-        const char *argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
-        size_t lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen};
-        rl_round r = {.kind = RL_K_RELEASE, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum, .votes = votes};
+        const char *argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token, k.chan};
+        size_t lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen, k.chanlen};
+        rl_round r = {.kind = RL_K_RELEASE, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum, .votes = votes};
         rl_round_run(c, &r);
         if (r.yes >= out->quorum) {
             count_votes(out, &r);

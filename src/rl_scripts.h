@@ -4,9 +4,13 @@
 #ifndef RL_SCRIPTS_H
 #define RL_SCRIPTS_H
 
-/* KEYS[1] lock key; ARGV[1] token. 1 when our key was deleted, else 0. */
+/* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
+ * waiters on (rl_wait.h). 1 when our key was deleted, else 0. Cleanups
+ * after a failed attempt give no channel, so waiters do not wake each
+ * other for nothing. */
 #define RL_SCRIPT_RELEASE \
-    "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end"
+    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
+    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end"
 
 /* KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 when our key got the
  * new TTL; 0 when the key is gone or not ours: it is never re-created. */

@@ -1,0 +1,201 @@
+/* rl_wait: pub/sub wake-ups for waiting acquires (see rl_wait.h). */
+#include "rl_wait.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rl_clock.h"
+
+/* The two channels of key on node: released and keyspace (malloc'ed). */
+typedef struct channels {
+    char *rel, *ks;
+    size_t rellen, kslen;
+} channels;
+
+static void channels_free(channels *ch) {
+    free(ch->rel);
+    free(ch->ks);
+}
+
+static int channels_make(const rl_node *node, const char *key, size_t keylen, channels *ch) {
+    char head[48];
+    int hl = snprintf(head, sizeof head, "__keyspace@%d__:", node->ep.db);
+    size_t sl = sizeof RL_RELEASED_SUFFIX - 1;
+    ch->rellen = keylen + sl;
+    ch->kslen = (size_t)hl + keylen;
+    ch->rel = malloc(ch->rellen + 1);
+    ch->ks = malloc(ch->kslen + 1);
+    if (!ch->rel || !ch->ks) {
+        channels_free(ch);
+        return -1;
+    }
+    memcpy(ch->rel, key, keylen);
+    memcpy(ch->rel + keylen, RL_RELEASED_SUFFIX, sl + 1);
+    memcpy(ch->ks, head, (size_t)hl);
+    memcpy(ch->ks + hl, key, keylen);
+    ch->ks[ch->kslen] = '\0';
+    return 0;
+}
+
+static int is_str(const rl_reply *r, const char *s, size_t len) {
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && r->len == len &&
+           memcmp(r->str, s, len) == 0;
+}
+
+/* What a push reply is: 1 a message on one of ch, 2 a subscribe confirmation
+ * of one of ch, 0 anything else (old channels, unsubscribe, AUTH's OK). */
+static int classify(const rl_reply *r, const channels *ch) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3) return 0;
+    const rl_reply *chan = r->element[1];
+    int ours = is_str(chan, ch->rel, ch->rellen) || is_str(chan, ch->ks, ch->kslen);
+    if (!ours) return 0;
+    if (is_str(r->element[0], "message", 7)) return 1;
+    if (is_str(r->element[0], "subscribe", 9)) return 2;
+    return 0;
+}
+
+static rl_conn *open_sub(rl_node *node) {
+    char err[160];
+    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
+    if (!conn) return NULL;
+    conn->push = 1;
+    if (node->ep.password) {
+        const char *argv[3];
+        size_t lens[3];
+        int argc = 0;
+        argv[argc++] = "AUTH";
+        if (node->ep.username) argv[argc++] = node->ep.username;
+        argv[argc++] = node->ep.password;
+        for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+        rl_conn_send(conn, NULL, argc, argv, lens);
+    }
+    return conn;
+}
+
+/* Reads every push reply on node's sub; returns the bits seen (1 message, 2 confirmation counted into *confirmed). */
+static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
+    int woken = 0;
+    rl_tag tag;
+    rl_reply *r;
+    while (rl_conn_next_reply(node->sub, &tag, &r) == 1) {
+        int k = classify(r, ch);
+        if (k == 1) woken = 1;
+        if (k == 2 && confirmed) (*confirmed)++;
+        rl_reply_free(r);
+    }
+    return woken;
+}
+
+int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
+    int64_t now = rl_now_us(), deadline = now;
+    channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
+    int *confirmed = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *confirmed);
+    int ready = 0;
+    if (!chs || !confirmed) goto out;
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        node->sub_ready = 0;
+        if (node->health == RL_HEALTH_DOWN || channels_make(node, key, keylen, &chs[i]) != 0) continue;
+        if (node->sub && node->sub->broken) {
+            rl_conn_close(node->sub);
+            node->sub = NULL;
+        }
+        if (!node->sub && !(node->sub = open_sub(node))) continue;
+        const char *argv[3] = {"SUBSCRIBE", chs[i].rel, chs[i].ks};
+        size_t lens[3] = {9, chs[i].rellen, chs[i].kslen};
+        if (rl_conn_send(node->sub, NULL, 3, argv, lens) != 0) continue;
+        node->sub_ready = 1; /* asked; confirmed below */
+        int64_t d = now + rl_node_timeout_us(c, node);
+        if (d > deadline) deadline = d;
+    }
+    for (;;) {
+        struct pollfd pfd[64];
+        int who[64], k = 0, waiting = 0;
+        for (int i = 0; i < c->n && k < 64; i++) {
+            rl_node *node = c->nodes[i];
+            if (!node->sub_ready || confirmed[i] >= 2 || node->sub->broken) continue;
+            waiting++;
+            pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
+            who[k++] = i;
+        }
+        now = rl_now_us();
+        if (!waiting || now >= deadline) break;
+        int64_t wait = deadline - now;
+        struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
+        if (ppoll(pfd, (nfds_t)k, &ts, NULL) <= 0) break;
+        for (int j = 0; j < k; j++) {
+            if (!pfd[j].revents) continue;
+            rl_node *node = c->nodes[who[j]];
+            rl_conn_progress(node->sub, pfd[j].revents);
+            read_sub(node, &chs[who[j]], &confirmed[who[j]]);
+        }
+    }
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        node->sub_ready = node->sub_ready && confirmed[i] >= 2;
+        if (node->sub_ready) ready++;
+        else if (node->sub) {
+            /* Unconfirmed in time: this connection's stream can no longer be trusted. */
+            rl_conn_close(node->sub);
+            node->sub = NULL;
+        }
+    }
+out:
+    for (int i = 0; chs && i < c->n; i++) channels_free(&chs[i]);
+    free(chs);
+    free(confirmed);
+    return ready;
+}
+
+int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us) {
+    int n = c->n, k = 0, woken = 0;
+    struct pollfd *pfd = calloc(n > 0 ? (size_t)n : 1, sizeof *pfd);
+    int *who = calloc(n > 0 ? (size_t)n : 1, sizeof *who);
+    if (!pfd || !who) {
+        free(pfd);
+        free(who);
+        pthread_mutex_unlock(&c->mu);
+        rl_sleep_us(wait_us);
+        pthread_mutex_lock(&c->mu);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        rl_node *node = c->nodes[i];
+        if (!node->sub_ready || !node->sub || node->sub->broken) continue;
+        pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
+        who[k++] = i;
+    }
+    /* Only this thread uses the pub/sub connections; the keeper thread may
+     * run its extensions meanwhile. */
+    pthread_mutex_unlock(&c->mu);
+    struct timespec ts = {.tv_sec = wait_us / 1000000, .tv_nsec = (long)(wait_us % 1000000) * 1000};
+    int ready = ppoll(pfd, (nfds_t)k, &ts, NULL);
+    pthread_mutex_lock(&c->mu);
+    for (int j = 0; ready > 0 && j < k; j++) {
+        if (!pfd[j].revents || who[j] >= c->n) continue;
+        rl_node *node = c->nodes[who[j]];
+        if (!node->sub || node->sub->fd != pfd[j].fd) continue;
+        rl_conn_progress(node->sub, pfd[j].revents);
+        channels ch;
+        if (channels_make(node, key, keylen, &ch) != 0) continue;
+        woken |= read_sub(node, &ch, NULL);
+        channels_free(&ch);
+    }
+    free(pfd);
+    free(who);
+    return woken;
+}
+
+void rl_wait_unsubscribe(rl_client *c) {
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        if (!node->sub || !node->sub_ready) continue;
+        const char *argv[1] = {"UNSUBSCRIBE"};
+        size_t lens[1] = {11};
+        rl_conn_send(node->sub, NULL, 1, argv, lens);
+        node->sub_ready = 0;
+    }
+}

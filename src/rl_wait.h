@@ -1,0 +1,32 @@
+/* rl_wait: waiting for a lock to be given back without polling.
+ *
+ * While an acquire waits, each node's pub/sub connection subscribes to the
+ * lock's release channel (<key>:released, published by our release script)
+ * and to its keyspace channel (__keyspace@<db>__:<key>, which Redis feeds
+ * only when notify-keyspace-events is on, so expiries wake us too there). A
+ * message on either wakes the waiter at once. The random retry delay stays
+ * the bound on every wait, so a release that publishes nothing (another
+ * client's, or a plain expiry) costs at most one delay, as with polling. */
+#ifndef RL_WAIT_H
+#define RL_WAIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl_client.h"
+
+#define RL_RELEASED_SUFFIX ":released"
+
+/* Subscribes every reachable node to the channels of key (keylen bytes)
+ * and waits, at most each node's timeout, for the confirmations. Returns
+ * how many nodes confirmed. Caller holds c->mu. */
+int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen);
+
+/* Waits up to wait_us for a release message on key's channels. Drops
+ * c->mu while it waits. Returns 1 when woken by a message, else 0. */
+int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us);
+
+/* Unsubscribes every node without waiting. Caller holds c->mu. */
+void rl_wait_unsubscribe(rl_client *c);
+
+#endif
