@@ -3,6 +3,7 @@
  * password inside url read back masked; state and last_error show what the
  * last call saw of each node. Rows are copied at the start of a scan. */
 #include "redlock_ext.h"
+#include "rl_round.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     nodes_cursor *cur = (nodes_cursor *)c;
     rl_client *cl = ((nodes_vtab *)c->pVtab)->st->session->client;
     free_rows(cur);
+    rl_client_settle(cl);
     int n = rl_client_node_count(cl);
     if (n == 0) return SQLITE_OK;
     cur->rows = calloc((size_t)n, sizeof *cur->rows);
@@ -114,6 +116,10 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     nodes_cursor *cur = (nodes_cursor *)c;
     const rl_node_view *r = &cur->rows[cur->i];
     char url[RL_URL_MAX];
+    /* In an UPDATE, columns the statement does not set stay "unchanged", so
+     * xUpdate can tell them from values the user wrote. */
+    if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD) && sqlite3_vtab_nochange(ctx))
+        return SQLITE_OK;
     switch (col) {
     case COL_ID: sqlite3_result_int64(ctx, r->id); break;
     case COL_HOST: text_or_null(ctx, r->ep.host); break;
@@ -125,7 +131,6 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     case COL_STATE: text_or_null(ctx, r->state); break;
     case COL_LAST_ERROR: text_or_null(ctx, r->last_error[0] ? r->last_error : NULL); break;
     case COL_URL:
-        if (sqlite3_vtab_nochange(ctx)) break;
         rl_endpoint_format_url(&r->ep, url, sizeof url);
         sqlite3_result_text(ctx, url, -1, SQLITE_TRANSIENT);
         break;

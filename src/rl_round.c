@@ -36,7 +36,13 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         return;
     }
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
-        /* A late reply to an earlier operation: it only tells us the node lives. */
+        /* A late reply to an earlier operation: it changes no decision, but
+         * what the node said is still what users see in last_error. */
+        long long value;
+        char why[256];
+        int state = rl_vote_classify(tag->kind, rep, &value, why, sizeof why);
+        if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        else if (!node->duplicate_of && !node->is_replica && !node->auth_failed) node->last_error[0] = '\0';
         return;
     }
     rl_vote *v = &r->votes[i];
@@ -135,6 +141,18 @@ out:
 }
 
 void rl_client_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
+
+static int anything_pending(const rl_client *c) {
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i]->conn && c->nodes[i]->conn->count > 0) return 1;
+    return 0;
+}
+
+void rl_client_settle(rl_client *c) {
+    pthread_mutex_lock(&c->mu);
+    while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX);
+    pthread_mutex_unlock(&c->mu);
+}
 
 static int decided(const rl_round *r) {
     if (r->wait_all) return 0;
