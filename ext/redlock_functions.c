@@ -93,23 +93,10 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
 
 static redlock_state *state_of(sqlite3_context *ctx) { return sqlite3_user_data(ctx); }
 
-static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    size_t reslen;
-    int64_t ttl, wait = 0;
-    const char *res = arg_resource(ctx, argv[0], &reslen);
-    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
-    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
-    char token[RL_TOKEN_LEN + 1];
-    rl_outcome o;
-    if (rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o) == RL_OK)
-        sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
-    else
-        result_failure(ctx, "lock", res, &o);
-}
-
-/* redlock_lock: like redlock_acquire, but not getting the lock is an error,
- * so a script run with .bail on stops instead of going on unprotected. */
-static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+/* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
+ * A refusal is NULL for acquire and an error for lock, so a script run with
+ * .bail on stops instead of going on unprotected. */
+static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv, int strict) {
     size_t reslen;
     int64_t ttl, wait = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen);
@@ -119,10 +106,14 @@ static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rl_outcome o;
     rl_status st = rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
-    else if (st == RL_REFUSED)
+    else if (st == RL_REFUSED && strict)
         redlock_result_error(ctx, "could not lock '%.64s' within %lld ms: %s", res, (long long)wait, o.msg);
     else result_failure(ctx, "lock", res, &o);
 }
+
+static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) { acquire_common(ctx, argc, argv, 0); }
+
+static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) { acquire_common(ctx, argc, argv, 1); }
 
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     size_t reslen, toklen = 0;
