@@ -268,9 +268,12 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, "1", k.key, token, ttl};
-        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, toklen, strlen(ttl)};
-        rl_round r = {.kind = RL_K_EXTEND, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+        int fenced = c->set.fencing != 0;
+        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key, fenced ? k.fkey : token,
+                              fenced ? token : ttl, ttl};
+        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
+                         fenced ? toklen : strlen(ttl), strlen(ttl)};
+        rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .votes = votes};
         rl_round_run(c, &r);
         int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);

@@ -12,25 +12,32 @@
     "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
     "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end"
 
-/* KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms. 1 when our key got the
- * new TTL; 0 when the key is gone or not ours: it is never re-created. */
+/* KEYS[1] lock key, KEYS[2] (with fencing) the fence counter; ARGV[1]
+ * token, ARGV[2] ttl ms. 1 when our key got the new TTL; 0 when the key is
+ * gone or not ours: it is never re-created. A counter that would expire
+ * before the lock is made to live as long, so the next holder's number is
+ * still higher. */
 #define RL_SCRIPT_EXTEND \
-    "if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end"
+    "if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
+    "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
+    "if KEYS[2] then local t = redis.call('pttl',KEYS[2]) " \
+    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
+    "return r"
 
 /* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
- * ARGV[3] counter ttl ms (0: none). The new fence number when the lock was
- * set, nil when the key exists already. */
+ * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
+ * lock was set, nil when the key exists already. */
 #define RL_SCRIPT_ACQUIRE_FENCED \
     "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then " \
     "local f = redis.call('incr',KEYS[2]) " \
-    "if tonumber(ARGV[3]) > 0 then redis.call('pexpire',KEYS[2],ARGV[3]) end " \
+    "if tonumber(ARGV[3]) > 0 then redis.call('pexpire',KEYS[2],ARGV[3]) else redis.call('persist',KEYS[2]) end " \
     "return f end return false"
 
 /* KEYS[1] fence counter; ARGV[1] the quorum's highest number, ARGV[2]
- * counter ttl ms (0: none). Raises a lagging counter to ARGV[1]. */
+ * counter ttl ms (0: never expires). Raises a lagging counter to ARGV[1]. */
 #define RL_SCRIPT_FENCE_WRITEBACK \
     "local c = tonumber(redis.call('get',KEYS[1]) or '0') " \
     "if c < tonumber(ARGV[1]) then redis.call('set',KEYS[1],ARGV[1]) end " \
-    "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) end return 1"
+    "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) else redis.call('persist',KEYS[1]) end return 1"
 
 #endif

@@ -38,6 +38,15 @@ void rl_session_free(rl_session *s) {
     free(s);
 }
 
+/* Whole milliseconds of validity left (0 when lost or under 1 ms). Every
+ * decision and every reader uses this one measure, so a lock that
+ * redlock_validity reports as 0 is never handed back or extended. */
+static int64_t left_ms(const rl_held *h) {
+    if (h->lost) return 0;
+    int64_t left = (h->valid_until_us - rl_now_us()) / 1000;
+    return left > 0 ? left : 0;
+}
+
 /* Index of the held lock on res, or -1. Caller holds s->mu. */
 static int find(const rl_session *s, const char *res, size_t reslen) {
     for (int i = 0; i < s->nheld; i++)
@@ -100,12 +109,12 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
-        int64_t left = h->valid_until_us - rl_now_us();
-        if (!h->lost && left > 0) {
+        int64_t left = left_ms(h);
+        if (left > 0) {
             h->count++;
             memcpy(token, h->token, RL_TOKEN_LEN + 1);
             out->status = RL_OK;
-            out->validity_ms = left / 1000;
+            out->validity_ms = left;
             out->valid_until_us = h->valid_until_us;
             out->fence = h->fence;
             out->yes = h->yes_nodes;
@@ -166,8 +175,9 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
     }
     pthread_mutex_unlock(&s->mu);
     rl_status st = rl_lock_release(s->client, res, reslen, token, toklen, out);
-    if (was_lost && st == RL_OK) {
-        /* Deleted, but it had been lost on the way: it was not safely ours. */
+    if (was_lost && st != RL_MISUSE && st != RL_NOMEM) {
+        /* Known lost before this call: not ours, whatever the delete (only a
+         * cleanup now) found or whether the nodes answered. */
         out->status = st = RL_REFUSED;
         snprintf(out->msg, sizeof out->msg, "the lock had been lost before it was released");
     }
@@ -194,7 +204,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
         token = mine;
         toklen = RL_TOKEN_LEN;
     }
-    if (ours && (s->held[i].lost || s->held[i].valid_until_us <= rl_now_us())) {
+    if (ours && left_ms(&s->held[i]) == 0) {
         /* Our validity has ended: someone else may hold it by now. Never bring it back;
          * delete what may be left of it. */
         forget(s, i);
@@ -246,10 +256,7 @@ int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const
     int64_t left = 0;
     pthread_mutex_lock(&s->mu);
     int i = find(s, res, reslen);
-    if (i >= 0 && !s->held[i].lost && (!token || same_token(&s->held[i], token, toklen))) {
-        left = (s->held[i].valid_until_us - rl_now_us()) / 1000;
-        if (left < 0) left = 0;
-    }
+    if (i >= 0 && (!token || same_token(&s->held[i], token, toklen))) left = left_ms(&s->held[i]);
     pthread_mutex_unlock(&s->mu);
     return left;
 }
