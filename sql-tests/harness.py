@@ -1,0 +1,1024 @@
+"""Test harness for the redlock SQLite extension.
+
+Standard library only; run it with /usr/bin/python3 (the interpreter whose
+sqlite3 module can load extensions).
+
+What it gives the tests:
+
+* RedisNode / Cluster: real redis-server processes on free loopback ports,
+  with a tiny RESP client (node.cmd(...)), kill -9, SIGSTOP/SIGCONT, restart.
+* connect(nodes, **config): a sqlite3 connection with ./redlock loaded and
+  REDLOCK_NODES seeded from the given nodes.
+* SqlProc(nodes): the same, in another process (a second client machine).
+* shell(sql, nodes): the real sqlite3 shell with the extension loaded.
+* small assertion helpers with clear messages, and wait_until() for polling.
+
+Every server, worker and shell started here is tracked and stopped by
+cleanup_test() / terminate_all(), which run between tests, at exit, and on
+SIGTERM.
+"""
+
+import atexit
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+# the extension, without ".so" (sqlite adds it); REDLOCK_EXT overrides it,
+# e.g. to test a sanitizer build kept elsewhere
+EXT = os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlock")
+EXT_SO = EXT + ".so"
+PYTHON = "/usr/bin/python3"
+SQLITE3 = shutil.which("sqlite3", path="/usr/bin:/bin") or "sqlite3"
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+
+TOKEN_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+
+# --------------------------------------------------------------------------
+# bookkeeping of everything we start
+# --------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_live_nodes = set()          # RedisNode objects with a process
+_live_procs = set()          # SqlProc / shell Popen objects
+_connections = []            # sqlite3 connections made by connect()
+_shared = {}                 # n -> Cluster reused within a test module
+_env_lock = threading.Lock()
+
+
+def _track(obj, registry):
+    with _lock:
+        registry.add(obj)
+
+
+def _untrack(obj, registry):
+    with _lock:
+        registry.discard(obj)
+
+
+# --------------------------------------------------------------------------
+# RESP client
+# --------------------------------------------------------------------------
+
+class RedisError(Exception):
+    """An error reply (-ERR ...) from Redis."""
+
+
+def _encode(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, bytes):
+            b = a
+        elif isinstance(a, str):
+            b = a.encode("utf-8")
+        elif isinstance(a, (int, float)):
+            b = repr(a).encode()
+        else:
+            raise TypeError("cannot send %r to redis" % (a,))
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+class Resp:
+    """Minimal synchronous RESP2 client over one TCP socket."""
+
+    def __init__(self, host, port, password=None, username=None, timeout=5.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        if password is not None:
+            if username is not None:
+                self.cmd("AUTH", username, password)
+            else:
+                self.cmd("AUTH", password)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("redis closed the connection")
+        self.buf += chunk
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self, raw):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest if raw else rest.decode()
+        if kind == b"-":
+            return RedisError(rest.decode(errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self._exact(n)
+            return data if raw else data.decode("utf-8", errors="surrogateescape")
+        if kind == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self._reply(raw) for _ in range(n)]
+        raise ConnectionError("bad RESP line %r" % line)
+
+    def cmd(self, *args, raw=False):
+        self.sock.sendall(_encode(args))
+        r = self._reply(raw)
+        if isinstance(r, RedisError):
+            raise r
+        return r
+
+
+# --------------------------------------------------------------------------
+# redis-server processes
+# --------------------------------------------------------------------------
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def wait_until(pred, timeout=5.0, interval=0.005, what="condition"):
+    """Poll pred() until it returns something truthy; return that value.
+    Raises AssertionError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.05)
+
+
+class RedisNode:
+    """One redis-server on 127.0.0.1:<free port>."""
+
+    def __init__(self, password=None, username=None, extra_args=(), port=None):
+        self.host = "127.0.0.1"
+        self.password = password
+        self.username = username      # used by cmd() to AUTH when set
+        self.extra_args = list(extra_args)
+        self.dir = tempfile.mkdtemp(prefix="redlock-test-redis-")
+        self.proc = None
+        self.port = None
+        self._client = None
+        self._stopped = False
+        self._start(port)
+
+    # -- process control ---------------------------------------------------
+    def _argv(self, port):
+        argv = [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.dir, "--logfile", os.path.join(self.dir, "log")]
+        if self.password is not None:
+            argv += ["--requirepass", self.password]
+        return argv + self.extra_args
+
+    def _start(self, port=None, attempts=20):
+        fixed = port is not None
+        last = ""
+        for _ in range(attempts):
+            p = port if fixed else free_port()
+            proc = subprocess.Popen(self._argv(p), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    cwd=self.dir)
+            self.proc, self.port = proc, p
+            _track(self, _live_nodes)
+            if self._wait_ready(proc):
+                self._stopped = False
+                return
+            last = self.log_tail()
+            self._reap()
+            if fixed:
+                time.sleep(0.05)     # same port: give the kernel a moment
+        raise RuntimeError("redis-server did not start (port %s): %s" % (self.port, last))
+
+    def _wait_ready(self, proc, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False
+            try:
+                c = Resp(self.host, self.port, timeout=1.0)
+                try:
+                    r = c.cmd("PING")
+                except RedisError as e:          # NOAUTH: it is up
+                    r = "PONG" if "NOAUTH" in str(e) or "AUTH" in str(e) else None
+                finally:
+                    c.close()
+                if r == "PONG" and proc.poll() is None:
+                    return True
+            except OSError:
+                pass
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return False
+
+    def _reap(self):
+        if self._client:
+            self._client.close()
+            self._client = None
+        p = self.proc
+        if p is not None:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                    p.kill()
+                except OSError:
+                    pass
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.proc = None
+        self._stopped = False
+        _untrack(self, _live_nodes)
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def stopped(self):
+        return self._stopped
+
+    def kill9(self):
+        """kill -9 the server (the port stays reserved for restart())."""
+        if self._client:
+            self._client.close()
+            self._client = None
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._stopped = False
+
+    def stop(self):
+        """SIGSTOP: the server hangs, its socket stays open."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        self._stopped = True
+        wait_until(lambda: self._proc_state() == "T", 5, what="redis %d to stop" % self.port)
+
+    def cont(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self._stopped = False
+
+    def _proc_state(self):
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return None
+
+    def restart(self):
+        """Start again on the same port (after kill9(), or kill it first)."""
+        port = self.port
+        self._reap()
+        self._start(port)
+
+    def terminate(self):
+        self._reap()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- talking to it -----------------------------------------------------
+    @property
+    def url(self):
+        return "redis://%s:%d" % (self.host, self.port)
+
+    @property
+    def auth_url(self):
+        if self.password is None:
+            return self.url
+        user = self.username or ""
+        return "redis://%s:%s@%s:%d" % (user, self.password, self.host, self.port)
+
+    @property
+    def addr(self):
+        return "%s:%d" % (self.host, self.port)
+
+    def cmd(self, *args, raw=False):
+        """Send one command; return the decoded reply; raise RedisError on -ERR."""
+        for attempt in (0, 1):
+            if self._client is None:
+                self._client = Resp(self.host, self.port, self.password, self.username)
+            try:
+                return self._client.cmd(*args, raw=raw)
+            except (OSError, ConnectionError):
+                self._client.close()
+                self._client = None
+                if attempt:
+                    raise
+
+    def cli(self, *args, timeout=10):
+        """Run the real redis-cli against this node; return its stdout stripped."""
+        argv = [REDIS_CLI, "-h", self.host, "-p", str(self.port)]
+        if self.password is not None:
+            argv += ["--no-auth-warning", "-a", self.password]
+            if self.username:
+                argv += ["--user", self.username]
+        r = subprocess.run(argv + [str(a) for a in args], capture_output=True,
+                           text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RedisError("redis-cli failed (%d): %s" % (r.returncode, r.stderr.strip()))
+        return r.stdout.strip()
+
+    def get(self, key):
+        return self.cmd("GET", key)
+
+    def pttl(self, key):
+        return self.cmd("PTTL", key)
+
+    def dbsize(self):
+        return self.cmd("DBSIZE")
+
+    def keys(self, pattern="*"):
+        return sorted(self.cmd("KEYS", pattern))
+
+    def calls(self, command):
+        """How many times `command` was executed (INFO commandstats)."""
+        info = self.cmd("INFO", "commandstats")
+        m = re.search(r"^cmdstat_%s:calls=(\d+)" % command.lower(), info, re.M)
+        return int(m.group(1)) if m else 0
+
+    def flushall(self):
+        self.cmd("FLUSHALL")
+
+    def log_tail(self, n=2000):
+        try:
+            with open(os.path.join(self.dir, "log"), errors="replace") as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def __repr__(self):
+        return "<RedisNode %s pid=%s>" % (self.addr, self.pid)
+
+
+class Cluster:
+    """n independent redis-server nodes. Use as a context manager."""
+
+    def __init__(self, n, **node_kwargs):
+        self.nodes = []
+        try:
+            for _ in range(n):
+                self.nodes.append(RedisNode(**node_kwargs))
+        except BaseException:
+            self.terminate()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.terminate()
+        return False
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def __getitem__(self, i):
+        return self.nodes[i]
+
+    @property
+    def urls(self):
+        return [n.auth_url for n in self.nodes]
+
+    def nodes_env(self):
+        return ",".join(self.urls)
+
+    @property
+    def quorum(self):
+        return len(self.nodes) // 2 + 1
+
+    def live(self):
+        return [n for n in self.nodes if n.alive and not n.stopped]
+
+    def healthy(self):
+        return all(n.alive and not n.stopped for n in self.nodes)
+
+    def flushall(self):
+        for n in self.live():
+            n.flushall()
+
+    def values(self, key):
+        """GET key on every live node (dead/stopped nodes are skipped)."""
+        return [n.get(key) for n in self.live()]
+
+    def terminate(self):
+        for n in self.nodes:
+            try:
+                n.terminate()
+            except Exception:
+                pass
+
+
+def shared_cluster(n):
+    """A cluster of n nodes reused by the tests of one module (one process).
+    cleanup_test() flushes it between tests; if a test damaged it (killed or
+    stopped a node), it is replaced."""
+    with _lock:
+        c = _shared.get(n)
+        if c is not None and not c.healthy():
+            c.terminate()
+            c = None
+        if c is None:
+            c = _shared[n] = Cluster(n)
+        return c
+
+
+# --------------------------------------------------------------------------
+# sqlite side
+# --------------------------------------------------------------------------
+
+def nodes_env_of(nodes):
+    """Turn a Cluster / RedisNode / list of nodes or urls / str into the
+    REDLOCK_NODES string; None stays None (variable unset)."""
+    if nodes is None or isinstance(nodes, str):
+        return nodes
+    if isinstance(nodes, Cluster):
+        return nodes.nodes_env()
+    if isinstance(nodes, RedisNode):
+        return nodes.auth_url
+    return ",".join(x.auth_url if isinstance(x, RedisNode) else str(x) for x in nodes)
+
+
+def require_extension():
+    if not os.path.exists(EXT_SO):
+        raise AssertionError("%s is not built (run make)" % EXT_SO)
+
+
+# Settings applied to every connection, worker and shell this process makes
+# (see default_config()); empty unless a test module asks.
+_default_config = {}
+
+# A per-node timeout for tests that are not about timeouts: the documented
+# default (50 ms) is tight on a loaded test machine, where a node that is
+# merely slow would fail a test about something else.
+RELAXED_TIMEOUT_MS = int(os.environ.get("REDLOCK_TEST_NODE_TIMEOUT_MS", "500"))
+
+
+def default_config(**config):
+    """Apply these redlock_config settings to every connect(), SqlProc and
+    shell of this process (i.e. of the calling test module: each module runs
+    in its own process), unless a call overrides them or passes
+    defaults=True. E.g. default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)."""
+    _default_config.clear()
+    _default_config.update(config)
+
+
+def _test_config(config, defaults):
+    if defaults:
+        return dict(config)
+    return dict(_default_config, **config)
+
+
+def connect(nodes, database=":memory:", defaults=False, **config):
+    """A /usr/bin/python3 sqlite3 connection (autocommit, usable from other
+    threads) with the extension loaded. REDLOCK_NODES is set from `nodes`
+    (None: unset, so the extension uses its default) while loading; each
+    keyword is applied with SELECT redlock_config(name, value), after those
+    of default_config() unless defaults=True."""
+    require_extension()
+    config = _test_config(config, defaults)
+    con = sqlite3.connect(database, isolation_level=None, check_same_thread=False,
+                          timeout=10)
+    con.enable_load_extension(True)
+    env = nodes_env_of(nodes)
+    with _env_lock:
+        old = os.environ.get("REDLOCK_NODES")
+        try:
+            if env is None:
+                os.environ.pop("REDLOCK_NODES", None)
+            else:
+                os.environ["REDLOCK_NODES"] = env
+            con.load_extension(EXT)
+        finally:
+            if old is None:
+                os.environ.pop("REDLOCK_NODES", None)
+            else:
+                os.environ["REDLOCK_NODES"] = old
+    con.enable_load_extension(False)
+    for k, v in config.items():
+        con.execute("SELECT redlock_config(?, ?)", (k, v))
+    with _lock:
+        _connections.append(con)
+    return con
+
+
+def value(con, sql, *params):
+    """First column of the first row (None if no row)."""
+    row = con.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+def rows(con, sql, *params):
+    return con.execute(sql, params).fetchall()
+
+
+def node_rows(con):
+    """redlock_nodes as a list of dicts, ordered by id."""
+    cur = con.execute("SELECT * FROM redlock_nodes ORDER BY id")
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _sql_literal(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(v)
+    return "'%s'" % str(v).replace("'", "''")
+
+
+def _shell_env(nodes):
+    env = dict(os.environ)
+    e = nodes_env_of(nodes)
+    if e is None:
+        env.pop("REDLOCK_NODES", None)
+    else:
+        env["REDLOCK_NODES"] = e
+    return env
+
+
+def _shell_argv(db, args):
+    return [SQLITE3] + list(args) + [db]
+
+
+def shell(sql, nodes_env=None, args=(), timeout=30, db=":memory:", cwd=None, load=EXT,
+          defaults=False):
+    """Run the real sqlite3 shell on `db`; its stdin is `.load <load>` (by
+    default <repo>/redlock), then (unless defaults=True) the settings of
+    default_config() applied silently, then `sql`.
+    Returns (returncode, stdout, stderr)."""
+    return ShellProc(sql, nodes_env, args, db, cwd, load, defaults).wait(timeout)
+
+
+class ShellProc:
+    """A sqlite3 shell running in the background (see shell()); its input
+    is fed at once."""
+
+    def __init__(self, sql, nodes_env=None, args=(), db=":memory:", cwd=None,
+                 load=EXT, defaults=False):
+        require_extension()
+        self.proc = subprocess.Popen(_shell_argv(db, args), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=_shell_env(nodes_env), text=True, cwd=cwd)
+        _track(self, _live_procs)
+        stdin, self.proc.stdin = self.proc.stdin, None
+        data = ".load %s\n" % load
+        cfg = _test_config({}, defaults)
+        if cfg:
+            data += ".output /dev/null\n"
+            for k, v in cfg.items():
+                data += "SELECT redlock_config(%s, %s);\n" % (_sql_literal(k), _sql_literal(v))
+            data += ".output\n"
+        data += sql + "\n"
+
+        def feed():
+            try:
+                stdin.write(data)
+                stdin.close()
+            except OSError:
+                pass
+        self._feeder = threading.Thread(target=feed, daemon=True)
+        self._feeder.start()
+
+    def start(self):
+        """(already started; kept for readability in tests)"""
+        return self
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def wait(self, timeout=30):
+        """Returns (returncode, stdout, stderr)."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError("sqlite3 shell did not finish within %ss" % timeout)
+        _untrack(self, _live_procs)
+        return self.proc.returncode, out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.communicate(timeout=5)
+        except Exception:
+            pass
+        _untrack(self, _live_procs)
+
+
+class SqlProc:
+    """A connection with the extension loaded, in another process: a second
+    client machine. execute() returns rows; errors are raised as
+    sqlite3.OperationalError with the extension's message."""
+
+    def __init__(self, nodes, defaults=False, **config):
+        require_extension()
+        config = _test_config(config, defaults)
+        env = _shell_env(nodes)
+        self.proc = subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker",
+                                      json.dumps(config)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env, text=True, bufsize=1)
+        _track(self, _live_procs)
+        hello = self._read(30)
+        if hello.get("error"):
+            self.kill()
+            raise sqlite3.OperationalError(hello["error"])
+
+    def _read(self, timeout):
+        import select
+        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not r:
+            self.kill()
+            raise AssertionError("worker process did not answer within %ss" % timeout)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError("worker process died (rc=%s)" % self.proc.poll())
+        return json.loads(line)
+
+    def execute(self, sql, *params, timeout=30):
+        self.proc.stdin.write(json.dumps({"sql": sql, "params": list(params)}) + "\n")
+        self.proc.stdin.flush()
+        resp = self._read(timeout)
+        if "error" in resp:
+            raise sqlite3.OperationalError(resp["error"])
+        return [tuple(r) for r in resp["rows"]]
+
+    def value(self, sql, *params, timeout=30):
+        rs = self.execute(sql, *params, timeout=timeout)
+        return rs[0][0] if rs else None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except Exception:
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
+        _untrack(self, _live_procs)
+
+    close = kill
+
+
+def _worker_main(config_json):
+    try:
+        con = connect(os.environ.get("REDLOCK_NODES"), defaults=True, **json.loads(config_json))
+    except Exception as e:
+        print(json.dumps({"error": str(e)}), flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            rs = con.execute(req["sql"], req["params"]).fetchall()
+            out = [[x.hex() if isinstance(x, bytes) else x for x in r] for r in rs]
+            print(json.dumps({"rows": out}), flush=True)
+        except Exception as e:
+            print(json.dumps({"error": str(e)}), flush=True)
+
+
+# --------------------------------------------------------------------------
+# assertions
+# --------------------------------------------------------------------------
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        raise AssertionError("%s: expected %r, got %r" % (what, expected, actual))
+
+
+def is_token(tok, what="token"):
+    if not (isinstance(tok, str) and TOKEN_RE.match(tok)):
+        raise AssertionError("%s: expected 32 hex characters, got %r" % (what, tok))
+    return tok
+
+
+def raises(fn, what):
+    """fn() must raise sqlite3.Error; returns the message."""
+    try:
+        r = fn()
+    except sqlite3.Error as e:
+        return str(e)
+    raise AssertionError("%s: expected an error, got result %r" % (what, r))
+
+
+def sql_error(con, sql, *params, what=None):
+    """Running sql on con (connection or SqlProc) must raise; returns the message."""
+    what = what or "%s %r" % (sql, params)
+
+    def run():
+        if isinstance(con, SqlProc):
+            return con.execute(sql, *params)
+        return con.execute(sql, params).fetchall()
+    return raises(run, what)
+
+
+def redlock_error(con, sql, *params, what=None, contains=()):
+    """Running sql must raise an error whose text starts with 'redlock: '
+    (and contains every string in `contains`). Returns the message."""
+    what = what or "%s %r" % (sql, params)
+    msg = sql_error(con, sql, *params, what=what)
+    if not msg.startswith("redlock: "):
+        raise AssertionError("%s: error should start with 'redlock: ', got %r" % (what, msg))
+    for c in contains:
+        if c not in msg:
+            raise AssertionError("%s: error should mention %r, got %r" % (what, c, msg))
+    return msg
+
+
+def settle(*cons):
+    """Make each connection (or SqlProc) finish what it still owes the nodes.
+
+    A lock call returns as soon as its outcome is decided (e.g. once a quorum
+    said yes); the commands to the remaining nodes are still in flight.
+    Reading redlock_nodes shows what the last call saw of *each* node, so it
+    waits for those replies: after settle(), Redis shows everything the
+    calls did."""
+    for con in cons:
+        if isinstance(con, SqlProc):
+            con.value("SELECT count(*) FROM redlock_nodes")
+        else:
+            con.execute("SELECT count(*) FROM redlock_nodes").fetchall()
+
+
+def _live(nodes):
+    return [n for n in nodes if n.alive and not n.stopped]
+
+
+def no_key(cluster_or_nodes, key, what="", settle_cons=(), timeout=5.0):
+    """The key is absent from every live node. Connections in settle_cons
+    are settled first, so that nothing they sent can still arrive; then the
+    condition is polled for up to `timeout` seconds (commands from processes
+    that exited may still be on the wire)."""
+    settle(*settle_cons)
+    nodes = _live(cluster_or_nodes)
+
+    def gone():
+        return not any(n.cmd("EXISTS", key) for n in nodes)
+    if gone():
+        return
+    try:
+        wait_until(gone, timeout, what="key %r to go" % key)
+    except AssertionError:
+        for n in nodes:
+            if n.cmd("EXISTS", key):
+                raise AssertionError("%s: key %r still exists on %s (value %r, pttl %r)"
+                                     % (what or "no key", key, n.addr, n.get(key), n.pttl(key)))
+
+
+def _holds_on(n, key, token, ttl_ms):
+    v = n.get(key)
+    if v != token:
+        return "%s GET %r = %r, expected token %r" % (n.addr, key, v, token)
+    p = n.pttl(key)
+    if not (0 < p <= ttl_ms):
+        return "%s PTTL %r = %r, expected 0 < pttl <= %d" % (n.addr, key, p, ttl_ms)
+    return None
+
+
+def holds(nodes, key, token, ttl_ms, what="", settle_cons=(), timeout=5.0, at_least=None):
+    """key == token with 0 < PTTL <= ttl_ms on every given node (or on at
+    least `at_least` of them). Settles settle_cons first, then polls for up
+    to `timeout` seconds."""
+    settle(*settle_cons)
+    nodes = list(nodes)
+    need = len(nodes) if at_least is None else at_least
+    problems = []
+
+    def ok():
+        problems[:] = [p for p in (_holds_on(n, key, token, ttl_ms) for n in nodes) if p]
+        return len(nodes) - len(problems) >= need
+    if ok():
+        return
+    try:
+        wait_until(ok, timeout, what="key %r" % key)
+    except AssertionError:
+        raise AssertionError("%s: %d of %d nodes hold the token, %d needed: %s"
+                             % (what or "holds", len(nodes) - len(problems), len(nodes),
+                                need, "; ".join(problems)))
+
+
+def register(globs, name, fn, *args):
+    """Make globs[name] a test calling fn(*args) (parametrisation)."""
+    def t():
+        return fn(*args)
+    t.__name__ = name
+    t.__qualname__ = name
+    globs[name] = t
+    return t
+
+
+def for_nodes(globs, fn, counts=(1, 3, 5)):
+    """Register test_<fn name without leading _>_<n>n for each node count."""
+    base = fn.__name__.lstrip("_")
+    for n in counts:
+        register(globs, "test_%s_%dn" % (base, n), fn, n)
+
+
+# --------------------------------------------------------------------------
+# cleanup
+# --------------------------------------------------------------------------
+
+def cleanup_test():
+    """Between tests: close connections, stop workers and shells, terminate
+    every node that is not part of a shared cluster, flush shared clusters."""
+    with _lock:
+        cons = list(_connections)
+        _connections.clear()
+        procs = list(_live_procs)
+        shared_nodes = {id(n) for c in _shared.values() for n in c.nodes}
+        nodes = [n for n in _live_nodes if id(n) not in shared_nodes]
+    for c in cons:
+        try:
+            c.close()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    for n in nodes:
+        try:
+            n.terminate()
+        except Exception:
+            pass
+    for k, c in list(_shared.items()):
+        try:
+            for n in c.nodes:
+                if n.stopped:
+                    n.cont()
+            if not c.healthy():
+                raise RuntimeError("damaged")
+            # Commands the test's clients sent may still sit in a node's input
+            # (e.g. a SET that timed out on a loaded machine). Redis runs a
+            # closed client's pending commands before it drops the client, so
+            # once we are the only client left, nothing more can arrive.
+            for n in c.nodes:
+                wait_until(lambda: n.cmd("CLIENT", "LIST").count("\n") <= 1, 5,
+                           what="the clients of %s to go" % n.addr)
+            c.flushall()
+        except Exception:
+            c.terminate()
+            with _lock:
+                _shared.pop(k, None)
+
+
+def terminate_all():
+    with _lock:
+        _shared.clear()
+        nodes = list(_live_nodes)
+        procs = list(_live_procs)
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    for n in nodes:
+        try:
+            n.terminate()
+        except Exception:
+            pass
+
+
+atexit.register(terminate_all)
+
+
+def _on_term(signum, frame):
+    terminate_all()
+    os._exit(128 + signum)
+
+
+if threading.current_thread() is threading.main_thread():
+    try:
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_term)
+    except (ValueError, OSError):
+        pass
+
+
+# --------------------------------------------------------------------------
+# self test: /usr/bin/python3 sql-tests/harness.py --selftest
+# --------------------------------------------------------------------------
+
+def _selftest():
+    t0 = time.monotonic()
+    with Cluster(3) as c:
+        ports = [n.port for n in c]
+        assert len(set(ports)) == 3, ports
+        assert c.nodes_env() == ",".join("redis://127.0.0.1:%d" % p for p in ports)
+        n = c[0]
+        assert n.cmd("PING") == "PONG"
+        assert n.cmd("SET", "k", "v", "PX", 5000) == "OK"
+        assert n.cmd("GET", "k") == "v"
+        assert 0 < n.cmd("PTTL", "k") <= 5000
+        assert n.cmd("GET", "nope") is None
+        assert n.cmd("SET", "k", "w", "NX") is None
+        assert n.cmd("KEYS", "*") == ["k"]
+        assert n.cmd("SET", "bin", b"\x00\xff") == "OK"
+        assert n.cmd("GET", "bin", raw=True) == b"\x00\xff"
+        try:
+            n.cmd("NOSUCHCOMMAND")
+            raise AssertionError("no error")
+        except RedisError as e:
+            assert "unknown command" in str(e).lower(), e
+        assert n.cli("GET", "k") == "v"
+        assert n.calls("set") >= 2
+        n.kill9()
+        assert not n.alive
+        try:
+            Resp(n.host, n.port, timeout=1).cmd("PING")
+            raise AssertionError("dead node answered")
+        except OSError:
+            pass
+        n.restart()
+        assert n.alive and n.port == ports[0] and n.cmd("DBSIZE") == 0
+        m = c[1]
+        m.stop()
+        try:
+            Resp(m.host, m.port, timeout=0.2).cmd("PING")
+            raise AssertionError("stopped node answered")
+        except OSError:
+            pass
+        m.cont()
+        assert m.cmd("PING") == "PONG"
+        pids = [x.pid for x in c]
+    for pid in pids:
+        assert not os.path.exists("/proc/%d" % pid) or \
+            open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "Z", pid
+    pw = RedisNode(password="s3cret")
+    try:
+        assert pw.cmd("PING") == "PONG"
+        try:
+            Resp(pw.host, pw.port).cmd("GET", "x")
+            raise AssertionError("no NOAUTH")
+        except RedisError as e:
+            assert "NOAUTH" in str(e), e
+        assert pw.auth_url == "redis://:s3cret@127.0.0.1:%d" % pw.port
+    finally:
+        pw.terminate()
+    print("harness selftest ok in %.2fs" % (time.monotonic() - t0))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "--worker":
+        _worker_main(sys.argv[2] if len(sys.argv) > 2 else "{}")
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--selftest":
+        _selftest()
+    else:
+        print(__doc__)

@@ -1,0 +1,156 @@
+"""Node failures: a minority down still locks; a majority down is an error
+soon, naming the failing nodes, and leaves nothing behind."""
+
+import time
+
+import harness as h
+from harness import check, eq, holds, is_token, no_key, node_rows, redlock_error, value
+
+# live nodes that are merely slow on a loaded machine must not count as
+# failed; dead ones refuse at once and hung ones cost this timeout
+h.default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)
+
+# A generous bound for "soon": every node has a 50 ms timeout by default; this
+# only catches hangs and per-node costs far beyond the timeout.
+SOON = 5.0
+
+
+def _minority_killed(n):
+    with h.Cluster(n) as c:
+        con = h.connect(c)
+        dead = c.nodes[:(n - 1) // 2]
+        for node in dead:
+            node.kill9()
+        live = c.nodes[len(dead):]
+        tok = is_token(value(con, "SELECT redlock_acquire('mk', 10000)"),
+                       "acquire with %d of %d nodes killed" % (len(dead), n))
+        holds(live, "mk", tok, 10000, "live nodes")
+        v = value(con, "SELECT redlock_extend('mk', 20000)")
+        check(isinstance(v, int) and 0 < v <= 20000, "extend with a minority down: %r" % (v,))
+        holds(live, "mk", tok, 20000, "live nodes after extend")
+        eq(value(con, "SELECT redlock_release('mk')"), 1, "release with a minority down")
+        no_key(live, "mk", "after release")
+        other = h.connect(c)
+        is_token(value(other, "SELECT redlock_acquire('mk', 10000)"),
+                 "a second connection with a minority down")
+
+
+def _majority_killed(n):
+    with h.Cluster(n) as c:
+        con = h.connect(c)
+        dead = c.nodes[:n // 2 + 1]
+        for node in dead:
+            node.kill9()
+        live = c.nodes[len(dead):]
+        t0 = time.monotonic()
+        msg = redlock_error(con, "SELECT redlock_acquire('mj', 10000)",
+                            what="acquire with %d of %d nodes killed" % (len(dead), n),
+                            contains=[node.addr for node in dead])
+        elapsed = time.monotonic() - t0
+        check(elapsed < SOON, "acquire with a majority down took %.1fs (error %r)"
+              % (elapsed, msg))
+        no_key(live, "mj", "live nodes after the failed acquire", settle_cons=(con,))
+        # a second call is also an error, not a hang or a silent NULL
+        redlock_error(con, "SELECT redlock_acquire('mj', 10000)", what="second acquire")
+        no_key(live, "mj", "live nodes after the second failed acquire", settle_cons=(con,))
+        by_port = {r["port"]: r for r in node_rows(con)}
+        for node in dead:
+            r = by_port[node.port]
+            eq(r["state"], "down", "state of killed node %s" % node.addr)
+            check(isinstance(r["last_error"], str) and r["last_error"].strip(),
+                  "last_error of killed node %s: %r" % (node.addr, r["last_error"]))
+
+
+h.for_nodes(globals(), _minority_killed, (3, 5))
+h.for_nodes(globals(), _majority_killed, (1, 3, 5))
+
+
+def test_majority_hung_3n():
+    """SIGSTOPped nodes: connections succeed, replies never come."""
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        hung = c.nodes[:2]
+        for node in hung:
+            node.stop()
+        t0 = time.monotonic()
+        redlock_error(con, "SELECT redlock_acquire('hg', 2000)",
+                      what="acquire with 2 of 3 nodes hung",
+                      contains=[node.addr for node in hung])
+        elapsed = time.monotonic() - t0
+        check(elapsed < SOON, "acquire with a majority hung took %.1fs" % elapsed)
+        no_key([c[2]], "hg", "live node after the failed acquire", settle_cons=(con,))
+
+
+def test_minority_hung_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        c[0].stop()
+        t0 = time.monotonic()
+        tok = is_token(value(con, "SELECT redlock_acquire('mh', 10000)"),
+                       "acquire with 1 of 3 nodes hung")
+        check(time.monotonic() - t0 < SOON, "acquire with a hung node took too long")
+        holds(c.nodes[1:], "mh", tok, 10000, "live nodes")
+        eq(value(con, "SELECT redlock_release('mh')"), 1, "release with a hung node")
+        no_key(c.nodes[1:], "mh", "after release")
+
+
+def test_release_with_majority_dead_is_error_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        is_token(value(con, "SELECT redlock_acquire('rd', 10000)"))
+        c[0].kill9()
+        c[1].kill9()
+        redlock_error(con, "SELECT redlock_release('rd')",
+                      what="release with 2 of 3 nodes dead")
+        try:
+            r = value(con, "SELECT redlock_extend('rd', 10000)")
+        except Exception as e:
+            r = e
+        check(not isinstance(r, int), "extend with a majority dead returned a validity %r" % r)
+
+
+def test_killed_node_rejoins_after_restart_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(c, reconnect_min_ms=20, reconnect_max_ms=200)
+        c[0].kill9()
+        is_token(value(con, "SELECT redlock_acquire('rj0', 10000)"), "with a node dead")
+        eq(value(con, "SELECT redlock_release('rj0')"), 1, "release with a node dead")
+        c[0].restart()
+        i = [0]
+
+        def rejoined():
+            i[0] += 1
+            name = "rj%d" % i[0]
+            tok = is_token(value(con, "SELECT redlock_acquire(?, 10000)", name))
+            on_node = c[0].get(name) == tok
+            eq(value(con, "SELECT redlock_release(?)", name), 1, "release " + name)
+            return on_node
+        h.wait_until(rejoined, 15, interval=0.05, what="the restarted node to be used again")
+        by_port = {r["port"]: r for r in node_rows(con)}
+        eq(by_port[c[0].port]["state"], "up", "state of the restarted node")
+
+
+def test_error_replies_count_against_3n():
+    """A node answering with an error (OOM here) is a vote against."""
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        c[0].cmd("CONFIG", "SET", "maxmemory", "1")
+        c[0].cmd("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        tok = is_token(value(con, "SELECT redlock_acquire('oom', 10000)"),
+                       "acquire with one node answering OOM")
+        holds(c.nodes[1:], "oom", tok, 10000, "the two healthy nodes")
+        no_key([c[0]], "oom", "the OOM node", settle_cons=(con,))
+        err = {r["port"]: r for r in node_rows(con)}[c[0].port]["last_error"]
+        check(isinstance(err, str) and "OOM" in err.upper(),
+              "last_error of the OOM node should carry its error reply: %r" % (err,))
+        eq(value(con, "SELECT redlock_release('oom')"), 1, "release")
+        c[1].cmd("CONFIG", "SET", "maxmemory", "1")
+        c[1].cmd("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        try:
+            r = value(con, "SELECT redlock_acquire('oom2', 10000)")
+        except Exception as e:
+            r = e
+            check(str(e).startswith("redlock: "), "error text: %r" % str(e))
+        check(not isinstance(r, str), "acquire with two of three nodes answering OOM "
+              "returned a token %r" % (r,))
+        no_key([c[2]], "oom2", "the healthy node after the failed acquire", settle_cons=(con,))

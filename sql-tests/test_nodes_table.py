@@ -1,0 +1,246 @@
+"""The redlock_nodes virtual table: seeding, INSERT by columns and by url,
+UPDATE, DELETE, password masking, state and last_error."""
+
+import harness as h
+from harness import check, eq, is_token, node_rows, redlock_error, value
+
+# not a timing test: a slow node on a loaded machine must not fail it
+h.default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)
+
+MASK = "********"
+SECRET = "Sup3rS3cretPw"
+
+
+def count(con):
+    return value(con, "SELECT count(*) FROM redlock_nodes")
+
+
+def one(con, where, *params):
+    cur = con.execute("SELECT * FROM redlock_nodes WHERE " + where, params)
+    cols = [d[0] for d in cur.description]
+    rs = cur.fetchall()
+    eq(len(rs), 1, "rows matching %s %r" % (where, params))
+    return dict(zip(cols, rs[0]))
+
+
+def no_secret_anywhere(con, secret):
+    for r in node_rows(con):
+        for k, v in r.items():
+            check(v is None or secret not in str(v),
+                  "password readable in column %s: %r" % (k, v))
+
+
+def test_columns():
+    con = h.connect("redis://127.0.0.1:7001")
+    cols = [d[0] for d in con.execute("SELECT * FROM redlock_nodes").description]
+    for col in ("id", "host", "port", "db", "username", "password", "timeout_ms",
+                "state", "last_error", "url"):
+        check(col in cols, "redlock_nodes has no column %r (columns: %r)" % (col, cols))
+
+
+def test_seeded_from_env():
+    env = "redis://127.0.0.1:7001,redis://:%s@127.0.0.1:7002/2,redis://localhost:7003" % SECRET
+    con = h.connect(env)
+    rs = node_rows(con)
+    eq([(r["host"], r["port"]) for r in rs],
+       [("127.0.0.1", 7001), ("127.0.0.1", 7002), ("localhost", 7003)],
+       "(host, port) seeded from REDLOCK_NODES")
+    eq([r["db"] for r in rs], [0, 2, 0], "db seeded from REDLOCK_NODES")
+    eq([r["password"] for r in rs], [None, MASK, None], "password column")
+    eq(len({r["id"] for r in rs}), 3, "distinct ids")
+    for r in rs:
+        eq(r["state"], "idle", "state of a node not contacted yet (%s)" % r["port"])
+    no_secret_anywhere(con, SECRET)
+
+
+def test_default_node_when_env_unset():
+    con = h.connect(None)
+    rs = node_rows(con)
+    eq([(r["host"], r["port"]) for r in rs], [("127.0.0.1", 6379)],
+       "nodes when REDLOCK_NODES is unset")
+
+
+def test_insert_by_columns():
+    con = h.connect("redis://127.0.0.1:7001")
+    con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7002)")
+    r = one(con, "port = 7002")
+    eq((r["host"], r["db"], r["username"], r["password"]), ("127.0.0.1", 0, None, None),
+       "host, db, username, password of a node inserted by columns")
+    check(isinstance(r["id"], int), "id should be an integer: %r" % (r["id"],))
+    con.execute("INSERT INTO redlock_nodes(host, port, db, username, password, timeout_ms) "
+                "VALUES ('127.0.0.1', 7003, 4, 'bob', ?, 120)", (SECRET,))
+    r = one(con, "port = 7003")
+    eq((r["db"], r["username"], r["password"], r["timeout_ms"]), (4, "bob", MASK, 120),
+       "db, username, password, timeout_ms inserted by columns")
+    check(r["url"] is None or SECRET not in r["url"], "password in url: %r" % r["url"])
+    eq(count(con), 3, "row count")
+    no_secret_anywhere(con, SECRET)
+    eq(value(con, "SELECT count(*) FROM redlock_nodes WHERE password = ?", SECRET), 0,
+       "rows whose password compares equal to the clear password")
+
+
+def test_insert_by_url():
+    con = h.connect("redis://127.0.0.1:7001")
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)",
+                ("redis://alice:%s@127.0.0.1:7004/5" % SECRET,))
+    r = one(con, "port = 7004")
+    eq((r["host"], r["port"], r["db"], r["username"], r["password"]),
+       ("127.0.0.1", 7004, 5, "alice", MASK), "node inserted by full url")
+    check(isinstance(r["url"], str) and "127.0.0.1:7004" in r["url"] and SECRET not in r["url"],
+          "url column should show the node without its password: %r" % (r["url"],))
+    con.execute("INSERT INTO redlock_nodes(url) VALUES ('redis://127.0.0.1')")
+    r = one(con, "port = 6379")
+    eq((r["host"], r["db"], r["password"]), ("127.0.0.1", 0, None), "redis://host")
+    con.execute("INSERT INTO redlock_nodes(url) VALUES ('redis://localhost:7005')")
+    r = one(con, "port = 7005")
+    eq((r["host"], r["db"]), ("localhost", 0), "redis://host:port")
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)",
+                ("redis://:%s@127.0.0.1:7006" % SECRET,))
+    r = one(con, "port = 7006")
+    eq(r["password"], MASK, "password of redis://:pass@host:port")
+    eq(count(con), 5, "row count")
+    no_secret_anywhere(con, SECRET)
+
+
+def test_update_and_delete():
+    con = h.connect("redis://127.0.0.1:7001,redis://127.0.0.1:7002")
+    con.execute("UPDATE redlock_nodes SET port = 7010 WHERE port = 7001")
+    eq(sorted(r["port"] for r in node_rows(con)), [7002, 7010], "ports after UPDATE")
+    con.execute("UPDATE redlock_nodes SET password = ? WHERE port = 7002", (SECRET,))
+    eq(one(con, "port = 7002")["password"], MASK, "password after UPDATE")
+    no_secret_anywhere(con, SECRET)
+    con.execute("UPDATE redlock_nodes SET db = 3, timeout_ms = 99 WHERE port = 7010")
+    r = one(con, "port = 7010")
+    eq((r["db"], r["timeout_ms"]), (3, 99), "db, timeout_ms after UPDATE")
+    con.execute("DELETE FROM redlock_nodes WHERE port = 7010")
+    eq([r["port"] for r in node_rows(con)], [7002], "ports after DELETE")
+    con.execute("DELETE FROM redlock_nodes")
+    eq(count(con), 0, "rows after DELETE of all")
+
+
+def test_update_port_makes_node_usable():
+    c = h.shared_cluster(1)
+    dead = h.free_port()
+    con = h.connect("redis://127.0.0.1:%d" % dead)
+    redlock_error(con, "SELECT redlock_acquire('up', 10000)", contains=(str(dead),))
+    con.execute("UPDATE redlock_nodes SET port = ?", (c[0].port,))
+    tok = is_token(value(con, "SELECT redlock_acquire('up', 10000)"),
+                   "acquire after pointing the node at a live port")
+    eq(c[0].get("up"), tok, "key on the live node")
+
+
+def test_nodes_inserted_by_sql_are_used():
+    c = h.shared_cluster(3)
+    con = h.connect(c)
+    con.execute("DELETE FROM redlock_nodes")
+    for node in c:
+        con.execute("INSERT INTO redlock_nodes(host, port) VALUES (?, ?)", (node.host, node.port))
+    tok = is_token(value(con, "SELECT redlock_acquire('sqlnodes', 10000)"))
+    h.holds(c, "sqlnodes", tok, 10000, "nodes configured by INSERT")
+
+
+def test_table_belongs_to_the_connection():
+    a = h.connect("redis://127.0.0.1:7001")
+    b = h.connect("redis://127.0.0.1:7001")
+    a.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7002)")
+    eq(count(a), 2, "rows in the connection that inserted")
+    eq(count(b), 1, "rows in another connection")
+
+
+def test_bad_urls_are_errors():
+    con = h.connect("redis://127.0.0.1:7001")
+    for url in ("http://127.0.0.1:6379", "redis://127.0.0.1:0", "redis://127.0.0.1:70000",
+                "redis://127.0.0.1:x", "redis://127.0.0.1:-1", "redis://", "redis://:6379",
+                "127.0.0.1:6379", ""):
+        redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)", url,
+                      what="INSERT url %r" % url)
+        eq(count(con), 1, "rows after refused url %r" % url)
+
+
+def test_bad_columns_are_errors():
+    con = h.connect("redis://127.0.0.1:7001")
+    for host, port in (("127.0.0.1", 0), ("127.0.0.1", 70000), ("127.0.0.1", -1),
+                       ("", 6379), (None, 6379), ("127.0.0.1", "x")):
+        redlock_error(con, "INSERT INTO redlock_nodes(host, port) VALUES (?, ?)", host, port,
+                      what="INSERT host %r port %r" % (host, port))
+        eq(count(con), 1, "rows after refused host %r port %r" % (host, port))
+    for port in (0, 70000):
+        redlock_error(con, "UPDATE redlock_nodes SET port = ?", port,
+                      what="UPDATE port = %r" % port)
+        eq(one(con, "1")["port"], 7001, "port after refused UPDATE to %r" % port)
+
+
+def test_bad_env_url_does_not_load_silently_wrong():
+    """A bad REDLOCK_NODES must not become a working node list: either the
+    load fails with a redlock: error, or the bad entry is not there."""
+    try:
+        con = h.connect("redis://127.0.0.1:7001,ftp://127.0.0.1:7002")
+    except Exception as e:
+        check("redlock: " in str(e), "load with bad REDLOCK_NODES: %r" % str(e))
+        return
+    ports = [r["port"] for r in node_rows(con)]
+    check(7002 not in ports, "ftp:// url accepted as a node: %r" % ports)
+
+
+def test_state_after_calls():
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        c[1].kill9()
+        is_token(value(con, "SELECT redlock_acquire('st', 10000)"),
+                 "acquire with one node of three dead")
+        by_port = {r["port"]: r for r in node_rows(con)}
+        dead = by_port[c[1].port]
+        eq(dead["state"], "down", "state of the killed node")
+        check(isinstance(dead["last_error"], str) and dead["last_error"].strip(),
+              "last_error of the killed node should say why: %r" % (dead["last_error"],))
+        for node in (c[0], c[2]):
+            eq(by_port[node.port]["state"], "up", "state of live node %s" % node.addr)
+
+
+def test_password_auth():
+    pw = "auth-pw-123"
+    node = h.RedisNode(password=pw)
+    try:
+        con = h.connect("redis://:%s@127.0.0.1:%d" % (pw, node.port))
+        tok = is_token(value(con, "SELECT redlock_acquire('pw', 10000)"),
+                       "acquire on a node with requirepass")
+        eq(node.get("pw"), tok, "key on the password-protected node")
+        eq(value(con, "SELECT redlock_release('pw')"), 1, "release")
+        nopw = h.connect("redis://127.0.0.1:%d" % node.port)
+        try:
+            r = value(nopw, "SELECT redlock_acquire('pw2', 10000)")
+        except Exception as e:
+            r = e
+        check(not isinstance(r, str), "acquire without the password returned a token %r" % r)
+        err = node_rows(nopw)[0]["last_error"]
+        check(isinstance(err, str) and "auth" in err.lower(),
+              "last_error should tell about authentication: %r" % (err,))
+        eq(node.cmd("EXISTS", "pw2"), 0, "no key from the refused connection")
+    finally:
+        node.terminate()
+
+
+def test_username_and_db():
+    # the default user needs a password too, so that a failed AUTH as alice
+    # cannot fall back to an open default user
+    node = h.RedisNode(password="default-pw")
+    try:
+        node.cmd("ACL", "SETUSER", "alice", "on", ">alicepw", "~*", "&*", "+@all")
+        con = h.connect("redis://alice:alicepw@127.0.0.1:%d/3" % node.port)
+        tok = is_token(value(con, "SELECT redlock_acquire('acl', 10000)"),
+                       "acquire as an ACL user in db 3")
+        r = h.Resp(node.host, node.port, password="default-pw")
+        try:
+            eq(r.cmd("GET", "acl"), None, "key in db 0")
+            r.cmd("SELECT", 3)
+            eq(r.cmd("GET", "acl"), tok, "key in db 3")
+        finally:
+            r.close()
+        nodepw = h.connect("redis://alice:wrongpw@127.0.0.1:%d/3" % node.port)
+        try:
+            res = value(nodepw, "SELECT redlock_acquire('acl2', 10000)")
+        except Exception as e:
+            res = e
+        check(not isinstance(res, str), "acquire with a wrong password returned a token")
+    finally:
+        node.terminate()
