@@ -118,6 +118,10 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
             if (!node->duplicate_of || o->id < node->duplicate_of) node->duplicate_of = o->id;
         } else if (!o->duplicate_of || node->id < o->duplicate_of) {
             o->duplicate_of = node->id;
+            /* Fix (issue 3): say why on the other row too, or a duplicate whose
+             * INFO came first shows no reason in redlock_nodes.last_error. */
+            snprintf(o->last_error, sizeof o->last_error,
+                     "same server as node %lld (run_id %.12s...); its votes do not count", (long long)node->id, run_id);
         }
     }
     if (node->duplicate_of)
@@ -140,6 +144,9 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         if (is_err) snprintf(node->last_error, sizeof node->last_error, "AUTH failed: %s", r->str);
         break;
     case RL_K_SELECT:
+        /* Fix (issue 3): a failed SELECT leaves the connection on database 0;
+         * like a failed AUTH, its yes votes must not count (rl_round.c). */
+        if (is_err) node->auth_failed = 1;
         if (is_err) snprintf(node->last_error, sizeof node->last_error, "SELECT %d failed: %s", node->ep.db, r->str);
         break;
     case RL_K_INFO:

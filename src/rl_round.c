@@ -49,6 +49,11 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     char why[sizeof v->why];
     int state = rl_vote_classify(tag->kind, rep, &v->value, why, sizeof why);
     if (state == RL_V_YES && rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why)) state = RL_V_FAIL;
+    /* Fix (issue 3): a connection whose AUTH or SELECT failed is not the user
+     * or database the node was configured with, yet on a server whose default
+     * user needs no password it still runs our commands. Its yes must never
+     * count (WRONGPASS is a vote against, like any error reply). */
+    if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
@@ -154,9 +159,15 @@ void rl_client_settle(rl_client *c) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Success is decided by a quorum of yes votes. Failure is decided only once
+ * it is also known which failure it is: a quorum answered (held elsewhere:
+ * NULL in SQL) or a quorum cannot answer any more (an error). */
 static int decided(const rl_round *r) {
     if (r->wait_all) return 0;
-    return r->yes >= r->quorum || r->no + r->fail > r->asked - r->quorum;
+    if (r->yes >= r->quorum) return 1;
+    int impossible = r->no + r->fail > r->asked - r->quorum;
+    int kind_known = r->yes + r->no >= r->quorum || r->fail > r->asked - r->quorum;
+    return impossible && kind_known;
 }
 
 void rl_round_run(rl_client *c, rl_round *r) {
@@ -206,7 +217,12 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
         rl_conn *conn = NULL;
-        if (v->state == RL_V_YES || v->state == RL_V_PENDING) conn = node->conn;
+        /* Fix (issue 3): a FAIL that answered may be a yes that did not count
+         * (failed AUTH, replica, duplicate, restart guard): the key may be set
+         * there all the same, so it gets the cleanup too. Only a plain no (the
+         * key holds another token) and nodes not asked are skipped. */
+        if (v->state == RL_V_YES || v->state == RL_V_PENDING || (v->state == RL_V_FAIL && !v->timed_out))
+            conn = node->conn;
         else if (v->state == RL_V_FAIL && v->timed_out) conn = node->stale;
         if (!conn || conn->broken) continue;
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_node_timeout_us(c, node);
