@@ -93,6 +93,22 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
 
 static redlock_state *state_of(sqlite3_context *ctx) { return sqlite3_user_data(ctx); }
 
+/* SQLITE_DIRECTONLY keeps these functions out of views and triggers, but
+ * SQLite 3.40 still runs them in a CHECK constraint or DEFAULT read from a
+ * database file's schema. A direct call always names the function in the
+ * text of a statement this connection is running; a call from the schema
+ * does not. Returns 1 when the call is direct, else sets an error. */
+static int called_directly(sqlite3_context *ctx, const char *name) {
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st)) {
+        const char *sql = sqlite3_stmt_busy(st) ? sqlite3_sql(st) : NULL;
+        if (sql && strcasestr(sql, name)) return 1;
+    }
+    redlock_result_error(ctx, "unsafe use of %s(): it is not in the text of the statement being run (a CHECK "
+                              "constraint or other schema of a database file?); call it directly in SQL", name);
+    return 0;
+}
+
 /* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
  * A refusal is NULL for acquire and an error for lock, so a script run with
  * .bail on stops instead of going on unprotected. */
@@ -111,11 +127,16 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     else result_failure(ctx, "lock", res, &o);
 }
 
-static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) { acquire_common(ctx, argc, argv, 0); }
+static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (called_directly(ctx, "redlock_acquire")) acquire_common(ctx, argc, argv, 0);
+}
 
-static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) { acquire_common(ctx, argc, argv, 1); }
+static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (called_directly(ctx, "redlock_lock")) acquire_common(ctx, argc, argv, 1);
+}
 
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!called_directly(ctx, "redlock_release")) return;
     size_t reslen, toklen = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
@@ -130,6 +151,7 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!called_directly(ctx, "redlock_extend")) return;
     size_t reslen, toklen = 0;
     int64_t ttl;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
@@ -144,6 +166,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!called_directly(ctx, "redlock_release_all")) return;
     (void)argc;
     (void)argv;
     sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
@@ -163,11 +186,14 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen);
     if (!res) return;
     rl_held h;
-    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0) sqlite3_result_int64(ctx, h.fence);
+    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0 &&
+        rl_session_validity(state_of(ctx)->session, res, reslen, NULL, 0) > 0)
+        sqlite3_result_int64(ctx, h.fence);
     else sqlite3_result_null(ctx);
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!called_directly(ctx, "redlock_config")) return;
     rl_client *c = state_of(ctx)->session->client;
     char err[600];
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
@@ -177,6 +203,11 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *name = (const char *)sqlite3_value_text(argv[0]);
     int type = rl_setting_type(name);
     rl_setting_value v = {.type = type};
+    if (argc > 1 && strcmp(name, "key_prefix") == 0 && state_of(ctx)->session->nheld > 0) {
+        redlock_result_error(ctx, "key_prefix cannot change while this connection holds locks (their keys carry "
+                                  "the old prefix); release them first, e.g. SELECT redlock_release_all()");
+        return;
+    }
     if (argc > 1) {
         int t = sqlite3_value_type(argv[1]);
         if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);

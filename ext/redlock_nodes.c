@@ -118,7 +118,8 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     char url[RL_URL_MAX];
     /* In an UPDATE, columns the statement does not set stay "unchanged", so
      * xUpdate can tell them from values the user wrote. */
-    if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD) && sqlite3_vtab_nochange(ctx))
+    if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD || col == COL_TIMEOUT) &&
+        sqlite3_vtab_nochange(ctx))
         return SQLITE_OK;
     switch (col) {
     case COL_ID: sqlite3_result_int64(ctx, r->id); break;
@@ -187,12 +188,13 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         sqlite3_value *v = cols[ints[i].col];
         int t = sqlite3_value_type(v);
-        if (t == SQLITE_NULL) {
-            *ints[i].dst = ints[i].dflt;
+        if (ints[i].col == COL_TIMEOUT && old && sqlite3_value_nochange(v)) {
+            /* Not set by this UPDATE: keep the node's own value, or none (the default). */
+            *ints[i].dst = old->timeout_ms;
             continue;
         }
-        if (ints[i].col == COL_TIMEOUT && old && sqlite3_value_nochange(v)) {
-            *ints[i].dst = old->timeout_ms;
+        if (t == SQLITE_NULL) {
+            *ints[i].dst = ints[i].dflt;
             continue;
         }
         if (t != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo || sqlite3_value_int64(v) > ints[i].hi) {
@@ -201,15 +203,23 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
         }
         *ints[i].dst = (int)sqlite3_value_int64(v);
     }
-    /* An UPDATE that reads back a masked timeout (the effective value) keeps the old one. */
     sqlite3_value *u = cols[COL_USERNAME], *p = cols[COL_PASSWORD];
     ep->username = sqlite3_value_type(u) == SQLITE_TEXT ? (char *)sqlite3_value_text(u) : NULL;
     if (sqlite3_value_type(u) != SQLITE_NULL && sqlite3_value_type(u) != SQLITE_TEXT) {
         ep->host = ep->username = NULL;
         return vtab_error(vt, "redlock: username must be text or NULL%s", "");
     }
+    /* A NUL would silently cut the name or password short (as for host). */
+    if (ep->username && memchr(ep->username, '\0', (size_t)sqlite3_value_bytes(u))) {
+        ep->host = ep->username = NULL;
+        return vtab_error(vt, "redlock: username must not contain NUL characters%s", "");
+    }
     if (sqlite3_value_type(p) == SQLITE_TEXT) {
         const char *pw = (const char *)sqlite3_value_text(p);
+        if (pw && memchr(pw, '\0', (size_t)sqlite3_value_bytes(p))) {
+            ep->host = ep->username = NULL;
+            return vtab_error(vt, "redlock: password must not contain NUL characters%s", "");
+        }
         ep->password = (old && (sqlite3_value_nochange(p) || strcmp(pw, MASK) == 0)) ? old->password : (char *)pw;
     } else if (old && sqlite3_value_nochange(p)) {
         ep->password = old->password;

@@ -81,6 +81,7 @@ void rl_client_free(rl_client *c) {
     drain_before_close(c);
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
     free(c->nodes);
+    for (int i = 0; i < RL_RECENT_FENCED; i++) free(c->recent_fenced[i].fkey);
     free(c->set.key_prefix);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);

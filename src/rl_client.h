@@ -67,6 +67,18 @@ typedef struct rl_settings {
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
 } rl_settings;
 
+/* A recent fenced acquisition, so a late yes with a lower number can still
+ * be written back (rl_fence.c). */
+typedef struct rl_fenced_op {
+    uint64_t op;
+    long long fence;
+    char *fkey;          /* owned */
+    size_t fkeylen;
+    int64_t fence_ttl_ms;
+} rl_fenced_op;
+
+#define RL_RECENT_FENCED 8
+
 typedef struct rl_client {
     pthread_mutex_t mu;
     rl_node **nodes;
@@ -75,6 +87,8 @@ typedef struct rl_client {
     rl_settings set;
     uint64_t op;         /* counts operations; tags replies */
     int64_t max_ttl_ms;  /* largest TTL used so far (restart guard) */
+    rl_fenced_op recent_fenced[RL_RECENT_FENCED];
+    int recent_next;
 } rl_client;
 
 /* A new client with default settings and no nodes; NULL on OOM. */

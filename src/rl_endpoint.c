@@ -96,8 +96,6 @@ int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *e
     if (at) {
         const char *colon = memchr(p, ':', (size_t)(at - p));
         const char *uend = colon ? colon : at;
-        if (uend - p > RL_CRED_MAX || (colon && at - colon - 1 > RL_CRED_MAX))
-            return fail(err, errlen, "node URL: user name or password is too long (at most 512 bytes)");
         if (uend > p) {
             out->username = decode_range(p, (size_t)(uend - p), &bad);
             if (!out->username) goto decode_fail;
@@ -105,6 +103,11 @@ int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *e
         if (colon) {
             out->password = decode_range(colon + 1, (size_t)(at - colon - 1), &bad);
             if (!out->password) goto decode_fail;
+        }
+        /* The limit is on the decoded text, as for the columns. */
+        if ((out->username && strlen(out->username) > RL_CRED_MAX) || (out->password && strlen(out->password) > RL_CRED_MAX)) {
+            rl_endpoint_clear(out);
+            return fail(err, errlen, "node URL: user name or password is too long (at most 512 bytes)");
         }
         p = at + 1;
     }
@@ -210,10 +213,33 @@ void rl_endpoint_clear(rl_endpoint *ep) {
     memset(ep, 0, sizeof *ep);
 }
 
+/* Appends s percent-encoded (all but RFC 3986 unreserved characters), so a
+ * user name shown in a URL reads back as the same name. */
+static size_t put_encoded(char *buf, size_t buflen, size_t used, const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s && used + 4 <= buflen; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+            ch == '.' || ch == '_' || ch == '~') {
+            buf[used++] = (char)ch;
+        } else {
+            buf[used++] = '%';
+            buf[used++] = hex[ch >> 4];
+            buf[used++] = hex[ch & 15];
+        }
+    }
+    buf[used] = '\0';
+    return used;
+}
+
 void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen) {
-    int v6 = ep->host && strchr(ep->host, ':') != NULL;
-    const char *user = ep->username ? ep->username : "";
-    const char *sep = (ep->username || ep->password) ? "@" : "";
-    snprintf(buf, buflen, "redis://%s%s%s%s%s%s:%d/%d", user, ep->password ? ":********" : "", sep,
-             v6 ? "[" : "", ep->host ? ep->host : "", v6 ? "]" : "", ep->port, ep->db);
+    if (!buflen) return;
+    /* IPv6 addresses (and anything with a zone '%') go in brackets. */
+    int v6 = ep->host && strpbrk(ep->host, ":%") != NULL;
+    size_t used = (size_t)snprintf(buf, buflen, "redis://");
+    if (used >= buflen) return;
+    if (ep->username) used = put_encoded(buf, buflen, used, ep->username);
+    snprintf(buf + used, buflen - used, "%s%s%s%s%s:%d/%d", ep->password ? ":********" : "",
+             (ep->username || ep->password) ? "@" : "", v6 ? "[" : "", ep->host ? ep->host : "", v6 ? "]" : "",
+             ep->port, ep->db);
 }

@@ -40,7 +40,9 @@ int rl_endpoint_copy(rl_endpoint *dst, const rl_endpoint *src);
 /* Frees the strings of ep and zeroes it. */
 void rl_endpoint_clear(rl_endpoint *ep);
 
-/* Writes "redis://user:********@host:port/db" (password masked) into buf. */
+/* Writes "redis://user:********@host:port/db" into buf: password masked,
+ * user name percent-encoded, IPv6 host in brackets; it parses back to the
+ * same host, port, db and user name. */
 void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_fence.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
@@ -108,29 +109,6 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     return RL_NO_QUORUM;
 }
 
-/* Raises lagging fence counters on the yes nodes to the quorum's maximum,
- * so that any later majority sees a number at least that high. */
-static void fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl) {
-    size_t n = c->n > 0 ? (size_t)c->n : 1;
-    unsigned char *only = calloc(n, 1);
-    rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0;
-    for (int i = 0; only && i < c->n; i++)
-        if (r->votes[i].state == RL_V_YES && r->votes[i].value < fence) only[i] = 1, lagging++;
-    if (lagging && votes) {
-        char num[32], ttl[32];
-        snprintf(num, sizeof num, "%lld", fence);
-        snprintf(ttl, sizeof ttl, "%lld", (long long)fence_ttl);
-        const char *argv[] = {"EVAL", RL_SCRIPT_FENCE_WRITEBACK, "1", k->fkey, num, ttl};
-        size_t lens[] = {4, sizeof RL_SCRIPT_FENCE_WRITEBACK - 1, 1, k->fkeylen, strlen(num), strlen(ttl)};
-        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = 6, .argv = argv, .lens = lens, .only = only, .wait_all = 1,
-                       .quorum = lagging, .votes = votes};
-        rl_round_run(c, &wb);
-    }
-    free(only);
-    free(votes);
-}
-
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -148,7 +126,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = rl_now_us() + wait_ms * 1000;
-    int subscribed = 0;
+    int subscribed = 0, woken = 0;
     for (;;) {
         out->attempts++;
         if (rl_token_new(token) != 0) {
@@ -179,7 +157,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             long long fence = 0;
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
-            if (fenced) fence_writeback(c, &r, &k, fence, fence_ttl);
+            if (fenced) rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl);
             out->fence = fence;
             out->validity_ms = validity / 1000;
             out->valid_until_us = r.end_us + validity;
@@ -208,9 +186,13 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         }
         int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
                                       c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
+        /* Woken by a release, we got some nodes but not a quorum: the waiters
+         * woken with us split the nodes. Once per release, try again after a
+         * short random pause instead of a whole retry delay. */
+        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
         if (d < 0) d = 0;
         if (now + d > deadline) d = deadline - now;
-        rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
+        woken = rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
         if (c->n != out->nodes) {
             finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
             break;

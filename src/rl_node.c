@@ -31,8 +31,10 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
         return -1;
     }
     int rc = 0;
-    if (node->ep.password) {
-        const char *argv[3] = {"AUTH", node->ep.username ? node->ep.username : node->ep.password, node->ep.password};
+    if (node->ep.password || node->ep.username) {
+        /* A user name alone logs in with an empty password (ACL users marked nopass). */
+        const char *pass = node->ep.password ? node->ep.password : "";
+        const char *argv[3] = {"AUTH", node->ep.username ? node->ep.username : pass, pass};
         rc |= send_setup(conn, op, RL_K_AUTH, deadline_us, node->ep.username ? 3 : 2, argv);
     }
     if (node->ep.db) {
@@ -146,8 +148,9 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     case RL_K_SELECT:
         /* Fix (issue 3): a failed SELECT leaves the connection on database 0;
          * like a failed AUTH, its yes votes must not count (rl_round.c). */
+        if (is_err && !node->auth_failed) /* after a failed AUTH, that is the reason to show */
+            snprintf(node->last_error, sizeof node->last_error, "SELECT %d failed: %s", node->ep.db, r->str);
         if (is_err) node->auth_failed = 1;
-        if (is_err) snprintf(node->last_error, sizeof node->last_error, "SELECT %d failed: %s", node->ep.db, r->str);
         break;
     case RL_K_INFO:
         if (!is_err) on_info(c, node, r);

@@ -30,6 +30,7 @@ typedef struct rl_round {
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;
     int64_t start_us, end_us;
+    uint64_t op;                /* the tag of this round's commands */
 } rl_round;
 
 /* Runs the round. Caller holds c->mu and provides r->votes[c->n]. */

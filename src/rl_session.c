@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_round.h"
 
 rl_session *rl_session_new(void) {
     rl_session *s = calloc(1, sizeof *s);
@@ -31,6 +32,7 @@ void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
+    rl_client_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
@@ -158,7 +160,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
             out->status = RL_MISUSE;
             return RL_MISUSE;
         }
-        if (s->held[i].count > 1 && !s->held[i].lost) {
+        if (s->held[i].count > 1 && left_ms(&s->held[i]) > 0) {
             s->held[i].count--;
             pthread_mutex_unlock(&s->mu);
             out->status = RL_OK;
@@ -169,8 +171,9 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
         toklen = RL_TOKEN_LEN;
     }
     if (i >= 0 && same_token(&s->held[i], token, toklen)) {
-        /* Gone from this session before the network call: the keeper stops extending it now. */
-        was_lost = s->held[i].lost;
+        /* Gone from this session before the network call: the keeper stops extending it now.
+         * Expired counts as lost: it was not safely ours to the end. */
+        was_lost = left_ms(&s->held[i]) == 0;
         forget(s, i);
     }
     pthread_mutex_unlock(&s->mu);

@@ -23,7 +23,7 @@ static const setting table[] = {
     {"drift_factor", RL_SETTING_REAL, OFF(drift_factor), 0, 0, "a number from 0 up to (not including) 0.5"},
     {"key_prefix", RL_SETTING_TEXT, OFF(key_prefix), 0, 1024, "text of at most 1024 bytes"},
     {"fencing", RL_SETTING_INT, OFF(fencing), 0, 1, "0 or 1"},
-    {"fence_ttl_ms", RL_SETTING_INT, OFF(fence_ttl_ms), 0, INT64_C(315360000000), "milliseconds, 0 for never"},
+    {"fence_ttl_ms", RL_SETTING_INT, OFF(fence_ttl_ms), 0, INT64_C(315360000000), "milliseconds from 0 (never expires) to 315360000000"},
     {"restart_guard", RL_SETTING_INT, OFF(restart_guard), 0, 1, "0 or 1"},
     {"reconnect_min_ms", RL_SETTING_INT, OFF(reconnect_min_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},

@@ -62,13 +62,13 @@ static rl_conn *open_sub(rl_node *node) {
     rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
     if (!conn) return NULL;
     conn->push = 1;
-    if (node->ep.password) {
+    if (node->ep.password || node->ep.username) {
         const char *argv[3];
         size_t lens[3];
         int argc = 0;
         argv[argc++] = "AUTH";
         if (node->ep.username) argv[argc++] = node->ep.username;
-        argv[argc++] = node->ep.password;
+        argv[argc++] = node->ep.password ? node->ep.password : "";
         for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
         rl_conn_send(conn, NULL, argc, argv, lens);
     }

@@ -1,0 +1,25 @@
+/* rl_fence: the write-back that makes fencing numbers strictly increasing.
+ * Each fenced acquire increments a counter on every node and takes the
+ * highest answer of the quorum; every node that answered yes with a lower
+ * number, in time or late, gets its counter raised to that highest number,
+ * so any later majority sees at least it. */
+#ifndef RL_FENCE_H
+#define RL_FENCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl_client.h"
+#include "rl_round.h"
+
+/* After a successful fenced round r: raises lagging counters of the nodes
+ * that said yes (waiting, bounded by their timeouts) and remembers the
+ * round so late yes replies get the same. Caller holds c->mu. */
+void rl_fence_writeback(rl_client *c, const rl_round *r, const char *fkey, size_t fkeylen, long long fence,
+                        int64_t fence_ttl_ms);
+
+/* A late yes (value) to fenced acquisition op from node: queues the
+ * write-back when value is below that acquisition's number. */
+void rl_fence_late_yes(rl_client *c, rl_node *node, uint64_t op, long long value);
+
+#endif
