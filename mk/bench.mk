@@ -1,0 +1,23 @@
+# make bench: builds ./redlock.so, the bare hiredis baseline and the SQLite
+# driver, then runs bench/run.py (which starts and stops its own redis-server
+# nodes on free loopback ports and prints one table).
+#   BENCH_SECONDS=1     seconds per throughput measurement
+#   BENCH_ARGS=...    more options for bench/run.py (see --help)
+
+BENCH_BUILD  = build/bench
+BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc
+BENCH_SECONDS ?= 1
+
+$(BENCH_BUILD)/bare: bench/bare.c $(wildcard src/*.h)
+	@mkdir -p $(BENCH_BUILD)
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/bare.c -lhiredis
+
+$(BENCH_BUILD)/driver: bench/driver.c
+	@mkdir -p $(BENCH_BUILD)
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/driver.c -lsqlite3
+
+bench:
+	@bash scripts/ensure-deps.sh
+	@$(MAKE) -s redlock.so
+	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver
+	@timeout -k 10 540 /usr/bin/python3 bench/run.py --build $(BENCH_BUILD) --seconds $(BENCH_SECONDS) $(BENCH_ARGS)
