@@ -100,7 +100,10 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
 /* The outcome of a round that did not reach a quorum of yes votes. */
 static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out, const char *what) {
     count_votes(out, r);
-    if (r->yes + r->no >= out->quorum)
+    /* Acquire: a quorum answered, so the lock is held elsewhere. Release and
+     * extend: "not ours" only when the no votes alone leave no room for a
+     * quorum of ours; otherwise it is not known, and that is an error. */
+    if (r->strict_no ? r->no + r->blocked > c->n - out->quorum : r->yes + r->no >= out->quorum)
         return finish(out, RL_REFUSED, "%s: %d of %d nodes said no (%d needed)", what, r->no, c->n, out->quorum);
     snprintf(out->msg, sizeof out->msg, "%d of %d nodes failed, so the %d votes needed could not be had: ", r->fail,
              c->n, out->quorum);
@@ -222,7 +225,8 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
         const char *argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token, k.chan};
         size_t lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen, k.chanlen};
-        rl_round r = {.kind = RL_K_RELEASE, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum, .votes = votes};
+        rl_round r = {.kind = RL_K_RELEASE, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+                      .strict_no = 1, .votes = votes};
         rl_round_run(c, &r);
         if (r.yes >= out->quorum) {
             count_votes(out, &r);
@@ -256,7 +260,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
                          fenced ? toklen : strlen(ttl), strlen(ttl)};
         rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
-                      .guard_applies = 1, .votes = votes};
+                      .guard_applies = 1, .strict_no = 1, .votes = votes};
         rl_round_run(c, &r);
         int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);
         count_votes(out, &r);

@@ -63,7 +63,11 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
         if (stalled && !node->conn->broken) {
             rl_conn_close(node->stale);
             node->stale = node->conn;
-            int64_t keep = c->max_ttl_ms > 1000 ? c->max_ttl_ms : 1000;
+            /* Kept as long as a ghost SET on it could matter (the largest TTL),
+             * but at most a minute, so a silently dead path does not keep the
+             * node out for days; at least a second. */
+            int64_t keep = c->max_ttl_ms < 60000 ? c->max_ttl_ms : 60000;
+            if (keep < 1000) keep = 1000;
             node->stale_until_us = now + keep * 1000;
         } else {
             rl_conn_close(node->conn);

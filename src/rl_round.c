@@ -53,18 +53,20 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     int state = rl_vote_classify(tag->kind, rep, &v->value, why, sizeof why);
     /* A duplicate's or replica's answer is about another server's data: neither its
      * yes nor its no counts. The restart guard holds back yes votes only. */
+    int blocked = 0;
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
         rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
-        state = RL_V_FAIL;
+        state = RL_V_FAIL, blocked = 1;
     /* Fix (issue 3): a connection whose AUTH or SELECT failed is not the user
      * or database the node was configured with, yet on a server whose default
      * user needs no password it still runs our commands. Its yes must never
      * count (WRONGPASS is a vote against, like any error reply). */
-    if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL;
+    if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
     set_vote(r, v, state, why);
+    r->blocked += blocked;
 }
 
 /* Reads every complete reply on conn (node i). */
@@ -193,6 +195,8 @@ void rl_client_settle(rl_client *c) {
 static int decided(const rl_round *r) {
     if (r->wait_all) return 0;
     if (r->yes >= r->quorum) return 1;
+    if (r->strict_no) /* "not ours" for certain, or wait for every answer */
+        return r->no + r->blocked > r->asked - r->quorum;
     int impossible = r->no + r->fail > r->asked - r->quorum;
     int kind_known = r->yes + r->no >= r->quorum || r->fail > r->asked - r->quorum;
     return impossible && kind_known;
@@ -200,7 +204,7 @@ static int decided(const rl_round *r) {
 
 void rl_round_run(rl_client *c, rl_round *r) {
     uint64_t op = r->op = ++c->op;
-    r->yes = r->no = r->fail = r->asked = 0;
+    r->yes = r->no = r->fail = r->asked = r->blocked = 0;
     r->start_us = rl_now_us();
     rl_client_service(c, 0);
     for (int i = 0; i < c->n; i++) {
@@ -211,10 +215,20 @@ void rl_round_run(rl_client *c, rl_round *r) {
         r->asked++;
         v->state = RL_V_PENDING;
         int64_t now = rl_now_us();
-        if (node->health == RL_HEALTH_DOWN && now < node->retry_at_us) {
+        /* Fix (issue 3): no new connection while the stalled one still owes
+         * replies. A release sent on a new connection could overtake a SET
+         * still queued on the stalled one (the server reads two sockets in no
+         * fixed order: that key lingered for its whole TTL, see
+         * test_ghost_set_with_later_calls_while_stalled_3n), and a second stall
+         * closed the first stalled connection with its ghosts. So the node
+         * stays down until that connection answers (then it is retried at
+         * once, see check_nodes), breaks, or its keep time ends. */
+        int owes = node->stale && !node->stale->broken && node->stale->count > 0 && now < node->stale_until_us;
+        if (node->health == RL_HEALTH_DOWN && (now < node->retry_at_us || owes)) {
+            int64_t next = owes && node->stale_until_us > node->retry_at_us ? node->stale_until_us : node->retry_at_us;
             char why[sizeof v->why];
-            snprintf(why, sizeof why, "%.160s (down; next try in %lld ms)", node->last_error,
-                     (long long)((node->retry_at_us - now + 999) / 1000));
+            snprintf(why, sizeof why, "%.160s (down; next try in %lld ms%s)", node->last_error,
+                     (long long)((next - now + 999) / 1000), owes ? " at most, or as soon as it answers" : "");
             set_vote(r, v, RL_V_FAIL, why);
             /* A release still reaches a stalled node, behind whatever it owes. */
             if (r->kind == RL_K_RELEASE && node->stale && !node->stale->broken) {

@@ -26,9 +26,13 @@ typedef struct rl_round {
     int wait_all;               /* wait for every node, not just a decision */
     int quorum;                 /* yes votes that decide success */
     int guard_applies;          /* restart guard blocks yes votes (acquire, extend) */
+    int strict_no;              /* a refusal needs no votes alone to rule out a
+                                   quorum (release, extend: "not ours any more") */
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;
+    int blocked;                /* of fail: answers that can never count (replica,
+                                   duplicate, restart guard, failed AUTH) */
     int64_t start_us, end_us;
     uint64_t op;                /* the tag of this round's commands */
 } rl_round;

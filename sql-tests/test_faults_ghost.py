@@ -1,0 +1,183 @@
+"""Faults, ghost writes: a command sent to a node that cannot run it now
+(SIGSTOP, CLIENT PAUSE WRITE, requests delayed in the network) runs when
+the node resumes, after the client gave up on it. The release (or the
+cleanup of a failed attempt) must reach that node behind it, so the key
+does not linger there for the whole TTL.
+
+TTL is 60 s so a lingering key is plain; the key must be gone well within
+GONE seconds of the node resuming."""
+
+import os
+import time
+
+import harness as h
+from harness import eq, is_token, value
+from faultproxy import FaultProxy
+
+TTL = 60000
+GONE = 10.0
+
+
+def report(line):
+    print(line, flush=True)
+    path = os.environ.get("REDLOCK_FAULT_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def warm(con):
+    eq(value(con, "SELECT redlock_release('warm', redlock_acquire('warm', 5000))"), 1,
+       "warm-up: every node connected")
+
+
+def ghost_gone(node, key, what):
+    """Waits until the ghost write ran on node (its fence counter, which the
+    acquire script increments, exists), then polls until key is not there;
+    returns how long that took."""
+    t0 = time.monotonic()
+    h.wait_until(lambda: node.cmd("EXISTS", key + ":fence") == 1, GONE, interval=0.02,
+                 what="%s: the queued acquire to run on %s" % (what, node.addr))
+    h.wait_until(lambda: node.cmd("EXISTS", key) == 0, GONE, interval=0.02,
+                 what="%s: key %r to disappear from %s (a ghost write left behind)"
+                 % (what, key, node.addr))
+    return time.monotonic() - t0
+
+
+def _sigstop_release(delay_release):
+    with h.Cluster(3) as c:
+        con = h.connect(c, reconnect_min_ms=20, reconnect_max_ms=40)
+        warm(con)
+        c[0].stop()
+        tok = is_token(value(con, "SELECT redlock_acquire('gh', ?)", TTL),
+                       "acquire with one node hung")
+        if delay_release:
+            # another call after the node's deadline marks it down; then let
+            # its backoff pass, so the release tries it on a new connection
+            time.sleep(0.1)
+            eq(value(con, "SELECT redlock_release('other', redlock_acquire('other', 5000))"), 1,
+               "another lock meanwhile")
+            eq(h.node_rows(con)[0]["state"], "down", "the hung node is known down")
+            time.sleep(0.2)
+        eq(value(con, "SELECT redlock_release('gh')"), 1, "release with one node hung")
+        c[0].cont()
+        t = ghost_gone(c[0], "gh", "after SIGCONT")
+        for node in c:
+            eq(node.cmd("EXISTS", "gh"), 0, "key on %s" % node.addr)
+        report("ghost sigstop release%s: gone %.0fms after SIGCONT (token %s)"
+               % (" after backoff" if delay_release else "", t * 1000, tok[:8]))
+
+
+def test_ghost_set_on_hung_node_released_3n():
+    _sigstop_release(False)
+
+
+def test_ghost_set_on_hung_node_released_after_backoff_3n():
+    _sigstop_release(True)
+
+
+def test_ghost_set_after_failed_attempt_3n():
+    """The attempt fails (held elsewhere on one node, one node hung): its
+    cleanup must reach the hung node behind the SET."""
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        warm(con)
+        c[2].cmd("SET", "gf", "someone-else", "PX", TTL)
+        c[0].stop()
+        eq(value(con, "SELECT redlock_acquire('gf', ?)", TTL), None, "acquire held elsewhere")
+        c[0].cont()
+        t = ghost_gone(c[0], "gf", "after SIGCONT")
+        eq(c[1].cmd("EXISTS", "gf"), 0, "the yes node was cleaned up")
+        eq(c[2].get("gf"), "someone-else", "the holder's key is untouched")
+        report("ghost sigstop failed attempt: gone %.0fms after SIGCONT" % (t * 1000))
+
+
+def test_ghost_set_after_failed_waiting_acquire_3n():
+    """Two nodes hung, acquire with wait_ms: every attempt fails; after
+    SIGCONT no attempt's key is left anywhere."""
+    with h.Cluster(3) as c:
+        con = h.connect(c, retry_delay_ms=30, retry_jitter_ms=10,
+                        reconnect_min_ms=20, reconnect_max_ms=40)
+        warm(con)
+        c[0].stop()
+        c[1].stop()
+        h.redlock_error(con, "SELECT redlock_acquire('gw', ?, 500)", TTL,
+                        what="acquire with two of three nodes hung")
+        c[0].cont()
+        c[1].cont()
+        t = max(ghost_gone(node, "gw", "after SIGCONT") for node in c)
+        report("ghost sigstop majority, waiting acquire: gone %.0fms after SIGCONT" % (t * 1000))
+
+
+def test_ghost_set_under_client_pause_write_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(c)
+        warm(con)
+        c[0].cmd("CLIENT", "PAUSE", 10000, "WRITE")
+        try:
+            is_token(value(con, "SELECT redlock_acquire('gp', ?)", TTL), "acquire, one node paused")
+            eq(value(con, "SELECT redlock_release('gp')"), 1, "release, one node paused")
+        finally:
+            c[0].cmd("CLIENT", "UNPAUSE")
+        t = ghost_gone(c[0], "gp", "after CLIENT UNPAUSE")
+        report("ghost client-pause-write: gone %.0fms after UNPAUSE" % (t * 1000))
+
+
+def test_ghost_set_delayed_in_network_3n():
+    """The SET itself is delayed on its way (proxy delay_requests): it lands
+    after the client gave up and released; the release follows it in order."""
+    with h.Cluster(3) as c:
+        p = FaultProxy(c[0].host, c[0].port)
+        try:
+            con = h.connect([p.url, c[1].url, c[2].url])
+            warm(con)
+            p.delay_requests(700)
+            is_token(value(con, "SELECT redlock_acquire('gn', ?)", TTL), "acquire, one node slow")
+            eq(value(con, "SELECT redlock_release('gn')"), 1, "release, one node slow")
+            t = ghost_gone(c[0], "gn", "after the delayed requests arrived")
+            report("ghost delayed requests: gone %.0fms after the release returned "
+                   "(the SET itself lands 700 ms late)" % (t * 1000))
+        finally:
+            p.close()
+
+
+def test_ghost_set_with_later_calls_while_stalled_3n():
+    """The SET is held up in the network (proxy delay_requests) and the node
+    is marked down; more calls follow (another lock, then the release after
+    the node's backoff has passed) before the network lets everything
+    through at once. The release must still run after the SET on that node:
+    not overtake it on another connection, nor be lost with a connection
+    closed behind it. Done a few times, since the server reads two sockets
+    in no fixed order."""
+    with h.Cluster(3) as c:
+        p = FaultProxy(c[0].host, c[0].port)
+        try:
+            con = h.connect([p.url, c[1].url, c[2].url], reconnect_min_ms=20, reconnect_max_ms=40)
+            warm(con)
+            times = []
+            for i in range(6):
+                key = "gc%d" % i
+                p.delay_requests(5000)
+                is_token(value(con, "SELECT redlock_acquire(?, ?)", key, TTL), "acquire, one node slow")
+                time.sleep(0.1)
+                eq(value(con, "SELECT redlock_release('other', redlock_acquire('other', 5000))"), 1,
+                   "another lock meanwhile")
+                eq(h.node_rows(con)[0]["state"], "down", "the slow node is known down")
+                time.sleep(0.1)      # its backoff has passed
+                eq(value(con, "SELECT redlock_release(?)", key), 1, "release, one node slow")
+                p.pass_()            # everything held up is delivered now
+                times.append(ghost_gone(c[0], key, "round %d, after the held-up requests were delivered" % i))
+
+                def usable():        # the node is used again before the next round
+                    tok = value(con, "SELECT redlock_acquire('probe', 5000)")
+                    ok = tok is not None and c[0].get("probe") == tok
+                    value(con, "SELECT redlock_release('probe')")
+                    return ok
+                h.wait_until(usable, 5, interval=0.02, what="the node to be used again")
+            for j, node in enumerate(c):     # releases are not waited for: poll
+                h.wait_until(lambda: not [k for k in node.keys() if not k.endswith(":fence")], 2,
+                             what="no lock key left on node %d (%r)" % (j, node.keys()))
+            report("ghost held-up requests with later calls while stalled: gone %s after delivery"
+                   % ", ".join("%.0fms" % (t * 1000) for t in times))
+        finally:
+            p.close()

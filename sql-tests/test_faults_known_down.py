@@ -1,0 +1,186 @@
+"""Faults, no waiting on a node known to be down: once a node missed its
+deadline it is 'down' in redlock_nodes (with last_error) and later calls
+count it as a vote against at once instead of paying its timeout again; it
+is used again ('up') on a later call once it answers (SIGCONT, restart).
+Late replies are matched to their own command, never to a later one.
+
+The per-node timeout is made long here (SLOW_TIMEOUT_MS) so that paying it
+or not is plain in the measured time; the bounds stay generous."""
+
+import os
+import time
+
+import harness as h
+from harness import check, eq, is_token, node_rows, redlock_error, value
+from faultproxy import FaultProxy
+
+SLOW_TIMEOUT_MS = 800
+FAST = 0.4        # seconds: well below SLOW_TIMEOUT_MS, so no timeout was paid
+
+
+def report(line):
+    print(line, flush=True)
+    path = os.environ.get("REDLOCK_FAULT_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def row_of(con, node):
+    for r in node_rows(con):
+        if r["port"] == node.port:
+            return r
+    raise AssertionError("no redlock_nodes row for %s" % node.addr)
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    try:
+        r = fn()
+    except Exception as e:        # returned, to be checked by the caller
+        r = e
+    return r, time.monotonic() - t0
+
+
+def test_hung_node_not_waited_on_again_3n():
+    """One node hung, the lock held elsewhere on another: the outcome needs
+    the hung node's vote, so the first call waits its timeout; the next
+    call, right after, knows it is down and returns at once."""
+    with h.Cluster(3) as c:
+        con = h.connect(c, timeout_ms=SLOW_TIMEOUT_MS, reconnect_min_ms=5000,
+                        reconnect_max_ms=10000)
+        eq(value(con, "SELECT redlock_release('warm', redlock_acquire('warm', 5000))"), 1,
+           "warm-up: every node connected")
+        c[2].cmd("SET", "kd", "someone-else", "PX", 60000)
+        c[0].stop()
+        r1, t1 = timed(lambda: value(con, "SELECT redlock_acquire('kd', 10000)"))
+        eq(r1, None, "acquire with the lock held on one node and one node hung")
+        check(t1 >= SLOW_TIMEOUT_MS / 1000 * 0.9,
+              "the first call should have needed the hung node's timeout (took %.3fs)" % t1)
+        row = row_of(con, c[0])
+        eq(row["state"], "down", "state of the hung node after its timeout")
+        check(isinstance(row["last_error"], str) and "no answer" in row["last_error"],
+              "last_error of the hung node: %r" % (row["last_error"],))
+        times = []
+        for _ in range(3):
+            r2, t2 = timed(lambda: value(con, "SELECT redlock_acquire('kd', 10000)"))
+            eq(r2, None, "acquire again right after")
+            check(t2 < FAST, "a call right after the node was marked down took %.3fs "
+                  "(per-node timeout %d ms): it waited on a known-down node" % (t2, SLOW_TIMEOUT_MS))
+            times.append(t2)
+        eq(c[1].cmd("EXISTS", "kd"), 0, "no key left on the node that said yes")
+        eq(row_of(con, c[0])["state"], "down", "still down while hung")
+        # it comes back on a later call once it answers again
+        c[0].cont()
+        c[2].cmd("DEL", "kd")
+
+        def back():
+            tok = value(con, "SELECT redlock_acquire('kd', 10000)")
+            ok = tok is not None and c[0].get("kd") == tok
+            if tok is not None:
+                eq(value(con, "SELECT redlock_release('kd')"), 1, "release")
+            return ok and row_of(con, c[0])["state"] == "up"
+        h.wait_until(back, 15, interval=0.05, what="the resumed node to be 'up' and used again")
+        check(row_of(con, c[0])["last_error"] is None,
+              "last_error of a node that is up again: %r" % (row_of(con, c[0])["last_error"],))
+        report("known-down hung-minority: first call %.0fms (timeout %d ms), next calls %s"
+               % (t1 * 1000, SLOW_TIMEOUT_MS, ", ".join("%.0fms" % (t * 1000) for t in times)))
+
+
+def test_hung_majority_counted_against_at_once_3n():
+    """Two of three nodes hung: the first call pays one timeout and fails;
+    the calls right after fail at once, naming the nodes as down."""
+    with h.Cluster(3) as c:
+        con = h.connect(c, timeout_ms=SLOW_TIMEOUT_MS, reconnect_min_ms=5000,
+                        reconnect_max_ms=10000)
+        eq(value(con, "SELECT redlock_release('warm', redlock_acquire('warm', 5000))"), 1, "warm-up")
+        c[0].stop()
+        c[1].stop()
+        t0 = time.monotonic()
+        redlock_error(con, "SELECT redlock_acquire('hm', 10000)", contains=[c[0].addr, c[1].addr],
+                      what="first acquire with a majority hung")
+        t1 = time.monotonic() - t0
+        check(t1 < SLOW_TIMEOUT_MS / 1000 + 1.0, "first call took %.3fs" % t1)
+        t0 = time.monotonic()
+        msg = redlock_error(con, "SELECT redlock_acquire('hm', 10000)", contains=[c[0].addr, c[1].addr],
+                            what="second acquire with a majority hung")
+        t2 = time.monotonic() - t0
+        check(t2 < FAST, "second call took %.3fs: it waited on known-down nodes" % t2)
+        check("down" in msg, "the error should say the nodes are down: %r" % msg)
+        t0 = time.monotonic()
+        redlock_error(con, "SELECT redlock_release('hm', '0123456789abcdef0123456789abcdef')",
+                      what="release with a majority known down")
+        t3 = time.monotonic() - t0
+        check(t3 < FAST, "release took %.3fs: it waited on known-down nodes" % t3)
+        for node in (c[0], c[1]):
+            row = row_of(con, node)
+            eq(row["state"], "down", "state of hung node %s" % node.addr)
+            check(row["last_error"], "last_error of hung node %s: %r" % (node.addr, row["last_error"]))
+        report("known-down hung-majority: first call %.0fms, second %.0fms, release %.0fms"
+               % (t1 * 1000, t2 * 1000, t3 * 1000))
+
+
+def test_hung_then_killed_node_rejoins_after_restart_3n():
+    """A hung node (down, its stalled connection kept) that is then killed
+    and restarted on the same port is used again on a later call."""
+    with h.Cluster(3) as c:
+        con = h.connect(c, reconnect_min_ms=20, reconnect_max_ms=200)
+        eq(value(con, "SELECT redlock_release('warm', redlock_acquire('warm', 5000))"), 1, "warm-up")
+        c[0].stop()
+        c[2].cmd("SET", "hk", "someone-else", "PX", 60000)
+        eq(value(con, "SELECT redlock_acquire('hk', 10000)"), None, "acquire needing the hung node")
+        eq(row_of(con, c[0])["state"], "down", "state of the hung node")
+        c[2].cmd("DEL", "hk")
+        c[0].kill9()
+        c[0].restart()
+
+        def used():
+            tok = is_token(value(con, "SELECT redlock_acquire('hk', 10000)"))
+            on = c[0].get("hk") == tok
+            eq(value(con, "SELECT redlock_release('hk')"), 1, "release")
+            return on
+        h.wait_until(used, 10, interval=0.05, what="the restarted node to be used again")
+        eq(row_of(con, c[0])["state"], "up", "state of the restarted node")
+
+
+def test_late_replies_never_answer_later_commands_3n():
+    """One node's replies are delayed (below its timeout): every call is
+    decided by the two fast nodes and returns while the slow node's replies
+    are still on their way, so they arrive while later commands are
+    pending on the same connection. Then every node must agree (quorum 3):
+    a reply matched to the wrong command would show as a failure."""
+    with h.Cluster(3) as c:
+        p = FaultProxy(c[0].host, c[0].port)
+        try:
+            urls = [p.url, c[1].url, c[2].url]
+            con = h.connect(urls, timeout_ms=1500)
+            eq(value(con, "SELECT redlock_release('warm', redlock_acquire('warm', 5000))"), 1, "warm-up")
+            p.delay_replies(150)
+            held = []
+            for i in range(12):
+                name = "late%d" % i
+                tok = is_token(value(con, "SELECT redlock_acquire(?, 30000)", name), "acquire " + name)
+                v = value(con, "SELECT redlock_extend(?, 30000)", name)
+                check(isinstance(v, int) and v > 0, "extend %s: %r" % (name, v))
+                if i % 2:
+                    eq(value(con, "SELECT redlock_release(?)", name), 1, "release " + name)
+                else:
+                    held.append((name, tok))
+            slow_row = node_rows(con)[0]
+            check(slow_row["state"] == "up" and slow_row["last_error"] is None,
+                  "the slow node's late replies were taken for something else: %r" % (slow_row,))
+            # now every node must agree, the slow one included
+            value(con, "SELECT redlock_config('unsafe_test_quorum', 3)")
+            for name, tok in held:
+                v = value(con, "SELECT redlock_extend(?, 30000)", name)
+                check(isinstance(v, int) and v > 0, "extend %s with quorum 3: %r" % (name, v))
+                eq(value(con, "SELECT redlock_release(?)", name), 1, "release %s with quorum 3" % name)
+            tok = is_token(value(con, "SELECT redlock_acquire('all3', 30000)"), "acquire with quorum 3")
+            for node in c:
+                eq(node.get("all3"), tok, "key on %s" % node.addr)
+            eq(value(con, "SELECT redlock_release('all3')"), 1, "release with quorum 3")
+            for node in c:
+                h.wait_until(lambda: not [k for k in node.keys() if not k.endswith(":fence")], 5,
+                             what="no lock key left on %s (keys %r)" % (node.addr, node.keys()))
+        finally:
+            p.close()

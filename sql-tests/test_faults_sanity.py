@@ -1,0 +1,178 @@
+"""Faults, node sanity: a node that is a replica, the same server listed
+twice, and (with restart_guard on) a node that restarted recently must not
+give a vote that would make a lock pass. Each test is built so that the
+lock WOULD pass if that node's yes counted, and asserts that it does not."""
+
+import os
+import socket
+import time
+
+import harness as h
+from harness import check, eq, is_token, node_rows, value
+from faultproxy import FaultProxy
+
+GUARD_TTL = 2000      # ms: the largest TTL the guarded connection uses
+
+
+def report(line):
+    print(line, flush=True)
+    path = os.environ.get("REDLOCK_FAULT_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def row_of(con, port, host=None):
+    for r in node_rows(con):
+        if r["port"] == port and (host is None or r["host"] == host):
+            return r
+    raise AssertionError("no redlock_nodes row for port %d" % port)
+
+
+def refused(con, sql, what):
+    """sql must be refused with NULL: a quorum answered (the healthy nodes),
+    and the answer is no once the flagged node's yes is not counted."""
+    r = value(con, sql)
+    check(r is None, "%s: expected NULL, got %r" % (what, r))
+    return r
+
+
+def test_writable_replica_does_not_vote_3n():
+    """[A, B, R]: R is a replica (made writable, so its SET succeeds) and B
+    holds the lock for someone else. A and R saying yes would be a quorum;
+    R is a replica, so the answer must be NULL."""
+    master = h.RedisNode()
+    r = h.RedisNode()
+    r.cmd("REPLICAOF", master.host, master.port)
+    r.cmd("CONFIG", "SET", "replica-read-only", "no")
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        con = h.connect([a.url, b.url, r.url])
+        b.cmd("SET", "rp", "someone-else", "PX", 60000)
+        refused(con, "SELECT redlock_acquire('rp', 10000)",
+                "acquire that only a replica's vote could pass")
+        row = row_of(con, r.port)
+        eq(row["state"], "replica", "state of the replica node")
+        check(row["last_error"] and "replica" in row["last_error"],
+              "last_error of the replica node: %r" % (row["last_error"],))
+        # the failed attempt is cleaned up everywhere it wrote, the replica included
+        for node in (a, r):
+            h.wait_until(lambda: node.cmd("EXISTS", "rp") == 0, 2,
+                         what="the failed attempt's key on %s to be deleted" % node.addr)
+        eq(b.get("rp"), "someone-else", "the holder's key is untouched")
+        # with B free, A and B make the quorum: the replica is simply not needed
+        b.cmd("DEL", "rp")
+        is_token(value(con, "SELECT redlock_acquire('rp', 10000)"), "acquire on the two masters")
+        eq(value(con, "SELECT redlock_release('rp')"), 1, "release")
+        report("sanity replica: state=replica, its yes not counted (acquire refused)")
+
+
+def _alias_of(node):
+    """Another address of the same server: 'localhost' when it resolves to
+    127.0.0.1 here, else a pass-through proxy. Returns (url, host, port, proxy)."""
+    try:
+        first = socket.getaddrinfo("localhost", node.port, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        first = None
+    if first == "127.0.0.1":
+        return "redis://localhost:%d" % node.port, "localhost", node.port, None
+    p = FaultProxy(node.host, node.port)
+    return p.url, "127.0.0.1", p.port, p
+
+
+def test_duplicate_does_not_get_two_votes_3n():
+    """[A, A-alias, B]: the lock is taken, then lost on B (its key deleted).
+    An extend would succeed with two votes from A's server (A and its alias
+    both hold the key); it must return NULL: the lock is on one server."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        alias_url, alias_host, alias_port, proxy = _alias_of(a)
+        try:
+            con = h.connect([a.url, alias_url, b.url])
+            tok = is_token(value(con, "SELECT redlock_acquire('dp', 30000)"), "acquire on A and B")
+            eq(a.get("dp"), tok, "A holds the lock")
+            eq(b.get("dp"), tok, "B holds the lock")
+            row = row_of(con, alias_port, alias_host)
+            eq(row["state"], "duplicate", "state of the alias row")
+            check(row["last_error"] and "same server" in row["last_error"],
+                  "last_error of the alias row: %r" % (row["last_error"],))
+            b.cmd("DEL", "dp")           # B lost it (e.g. restarted without persistence)
+            refused(con, "SELECT redlock_extend('dp', 30000)",
+                    "extend of a lock held on one server listed twice")
+            # and a fresh acquire cannot count A twice either
+            b.cmd("SET", "dp2", "someone-else", "PX", 60000)
+            refused(con, "SELECT redlock_acquire('dp2', 30000)",
+                    "acquire with B held elsewhere (A listed twice)")
+            eq(row_of(con, alias_port, alias_host)["state"], "duplicate", "alias still flagged")
+            report("sanity duplicate: alias %s state=duplicate; extend with the lock on A only refused"
+                   % alias_url)
+        finally:
+            if proxy:
+                proxy.close()
+
+
+def _uptime(node):
+    info = node.cmd("INFO", "server")
+    for line in info.splitlines():
+        if line.startswith("uptime_in_seconds:"):
+            return int(line.split(":")[1])
+    raise AssertionError("no uptime in INFO")
+
+
+def test_restart_guard_3n():
+    """restart_guard = 1: a node killed and restarted on the same port says
+    yes again at once, but that yes must not count until its uptime exceeds
+    the largest TTL used (GUARD_TTL). B holds the lock elsewhere, so only the
+    restarted node's yes could make a quorum with C."""
+    with h.Cluster(3) as c:
+        a, b, cc = c.nodes
+        need = GUARD_TTL // 1000
+        h.wait_until(lambda: all(_uptime(x) >= need for x in c), need + 3, interval=0.1,
+                     what="nodes older than the guard TTL")
+        con = h.connect(c, restart_guard=1, reconnect_min_ms=20, reconnect_max_ms=100)
+        eq(value(con, "SELECT redlock_release('rg0', redlock_acquire('rg0', ?))", GUARD_TTL), 1,
+           "acquire and release on old-enough nodes with the guard on")
+        a.kill9()
+        a.restart()
+        t_restart = time.monotonic()
+        b.cmd("SET", "rg", "someone-else", "PX", 60000)
+
+        def restarting():
+            try:
+                r = value(con, "SELECT redlock_acquire('rg', ?)", GUARD_TTL)
+            except Exception as e:       # the node is still down: no quorum answered
+                r = e
+            check(not isinstance(r, str), "acquire while the restarted node is guarded or "
+                  "down returned %r" % (r,))
+            return row_of(con, a.port)["state"] == "restarting"
+        h.wait_until(restarting, 5, interval=0.02, what="the restarted node to show 'restarting'")
+        row = row_of(con, a.port)
+        refused(con, "SELECT redlock_acquire('rg', %d)" % GUARD_TTL,
+                "acquire that only the restarted node's yes could pass")
+        h.wait_until(lambda: a.cmd("EXISTS", "rg") == 0, 2,
+                     what="the guarded node's key to be cleaned up")
+        # the control: without the guard the same vote passes
+        unguarded = h.connect(c)
+        tok = is_token(value(unguarded, "SELECT redlock_acquire('rg', ?)", GUARD_TTL),
+                       "control: the same acquire without restart_guard")
+        eq(value(unguarded, "SELECT redlock_release('rg', ?)", tok), 1, "control release")
+        # the guard ends once the node's uptime passes the TTL
+        got = {}
+
+        def counts_again():
+            try:
+                t = value(con, "SELECT redlock_acquire('rg', ?)", GUARD_TTL)
+            except Exception:            # still guarded (a refusal, see above)
+                return None
+            if t:
+                got["t"] = time.monotonic() - t_restart
+                eq(value(con, "SELECT redlock_release('rg')"), 1, "release")
+            return t
+        h.wait_until(counts_again, GUARD_TTL / 1000 + 5, interval=0.1,
+                     what="the restarted node's vote to count again")
+        check(got["t"] >= GUARD_TTL / 1000 * 0.9,
+              "the restarted node's vote counted %.2fs after the restart (guard %d ms)"
+              % (got["t"], GUARD_TTL))
+        eq(row_of(con, a.port)["state"], "up", "state after the guard")
+        report("sanity restart_guard: state=%s, last_error=%r; vote counted again %.2fs after restart "
+               "(ttl %d ms)" % (row["state"], row["last_error"], got["t"], GUARD_TTL))
