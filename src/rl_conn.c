@@ -30,7 +30,7 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err,
     c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
         snprintf(err, errlen, "socket: %s", strerror(errno));
-        redisReaderFree(c->reader);
+        rl_reader_free(c->reader);
         free(c);
         return NULL;
     }
@@ -50,7 +50,7 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err,
 void rl_conn_close(rl_conn *c) {
     if (!c) return;
     if (c->fd >= 0) close(c->fd);
-    if (c->reader) redisReaderFree(c->reader);
+    rl_reader_free(c->reader);
     rl_buf_free(&c->out);
     free(c->tags);
     free(c);
@@ -121,6 +121,8 @@ static int read_in(rl_conn *c) {
         ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
             if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, "out of memory", 0);
+            if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
+                return set_broken(c, "protocol error: a reply larger than 16 MiB", 0);
             if ((size_t)n < sizeof buf) return 0;
             continue;
         }
@@ -149,7 +151,10 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     *reply = NULL;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
         char msg[150];
-        snprintf(msg, sizeof msg, "protocol error: %s", c->reader->errstr);
+        if (rl_reader_too_big(c->reader))
+            snprintf(msg, sizeof msg, "protocol error: a reply with more than %d elements", RL_REPLY_MAX_ELEMENTS);
+        else
+            snprintf(msg, sizeof msg, "protocol error: %s", c->reader->errstr);
         return set_broken(c, msg, 0);
     }
     if (!r) return 0;

@@ -135,7 +135,10 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
                  (long long)node->duplicate_of, run_id);
 
     if (c->set.restart_guard && info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
-        int64_t up_ms = strtoll(uptime, NULL, 10) * 1000, hold_ms = 0;
+        long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
+        if (up_s < 0) up_s = 0;
+        if (up_s > INT64_MAX / 1000) up_s = INT64_MAX / 1000;
+        int64_t up_ms = (int64_t)up_s * 1000, hold_ms = 0;
         if (restarted) hold_ms = c->max_ttl_ms;
         if (up_ms < c->max_ttl_ms && c->max_ttl_ms - up_ms > hold_ms) hold_ms = c->max_ttl_ms - up_ms;
         if (hold_ms > 0) node->guard_until_us = now + hold_ms * 1000;

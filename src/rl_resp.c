@@ -80,7 +80,24 @@ static void *create_string(const redisReadTask *task, char *str, size_t len) {
     return attach(task, r);
 }
 
+/* Per reader (its privdata, handed to every task): elements of the reply
+ * being parsed so far. */
+typedef struct reader_state {
+    size_t elements;
+    int too_big;
+} reader_state;
+
 static void *create_array(const redisReadTask *task, int elements) {
+    reader_state *st = task->privdata;
+    size_t n = elements > 0 ? (size_t)elements : 0;
+    if (st) {
+        if (!task->parent) st->elements = 0; /* a new reply */
+        if (n > RL_REPLY_MAX_ELEMENTS - st->elements) {
+            st->too_big = 1;
+            return NULL; /* the reader fails; the connection is dropped */
+        }
+        st->elements += n;
+    }
     rl_reply *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     if (elements > 0) {
@@ -128,4 +145,24 @@ static redisReplyObjectFunctions reply_functions = {
     .freeObject = free_object,
 };
 
-redisReader *rl_reader_new(void) { return redisReaderCreateWithFunctions(&reply_functions); }
+redisReader *rl_reader_new(void) {
+    redisReader *r = redisReaderCreateWithFunctions(&reply_functions);
+    if (!r) return NULL;
+    r->privdata = calloc(1, sizeof(reader_state));
+    if (!r->privdata) {
+        redisReaderFree(r);
+        return NULL;
+    }
+    return r;
+}
+
+void rl_reader_free(redisReader *r) {
+    if (!r) return;
+    free(r->privdata);
+    redisReaderFree(r);
+}
+
+int rl_reader_too_big(const redisReader *r) {
+    const reader_state *st = r ? r->privdata : NULL;
+    return st && st->too_big;
+}

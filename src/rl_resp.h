@@ -34,9 +34,21 @@ typedef struct rl_reply {
     struct rl_reply **element;
 } rl_reply;
 
-/* A reader whose replies are rl_reply objects; free with redisReaderFree.
- * Returns NULL on OOM. */
+/* What one reply may take. No reply to our commands comes near either
+ * limit; they keep a broken or hostile server from making us allocate
+ * gigabytes ("*2000000000\r\n" is 13 bytes). */
+#define RL_REPLY_MAX_ELEMENTS 65536          /* array elements in one reply, nested included */
+#define RL_REPLY_MAX_BYTES (16 * 1024 * 1024) /* bytes received but not yet parsed */
+
+/* A reader whose replies are rl_reply objects, limited to
+ * RL_REPLY_MAX_ELEMENTS; free with rl_reader_free. Returns NULL on OOM. */
 redisReader *rl_reader_new(void);
+
+/* Frees a reader from rl_reader_new (NULL is fine). */
+void rl_reader_free(redisReader *r);
+
+/* 1 when the reader failed because a reply had too many elements. */
+int rl_reader_too_big(const redisReader *r);
 
 /* Frees a reply and its elements (NULL is fine). */
 void rl_reply_free(rl_reply *r);

@@ -1,0 +1,117 @@
+/* fuzz_reply: arbitrary bytes from a "Redis server" through our reply
+ * reader (rl_reader_new: hiredis's parser building rl_reply objects), fed in
+ * fuzzed chunk sizes; every reply parsed is classified by rl_vote_classify
+ * for every command kind and handed to rl_node_on_setup_reply for every
+ * set-up kind, on a minimal client of two nodes.
+ *
+ * Invariants: no crash, leak or undefined behaviour; a vote is yes only in
+ * the exact success shape of its command (never for an error, nil, string
+ * or array, never for a set-up or unknown kind); a no or fail always says
+ * why, in text without control characters; the reason fits its buffer. */
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "rl_client.h"
+#include "rl_resp.h"
+#include "rl_vote.h"
+
+static rl_client *client;
+
+static void setup_client(void) {
+    char err[300];
+    client = rl_client_new();
+    FUZZ_CHECK(client, "rl_client_new");
+    rl_endpoint a = {.host = "127.0.0.1", .port = 6379}, b = {.host = "127.0.0.1", .port = 6380};
+    FUZZ_CHECK(rl_client_add_node(client, &a, 0, err, sizeof err) > 0, "add node: %s", err);
+    FUZZ_CHECK(rl_client_add_node(client, &b, 0, err, sizeof err) > 0, "add node: %s", err);
+    client->set.restart_guard = 1;
+    client->max_ttl_ms = 60000;
+}
+
+static void reset_node(rl_node *n) {
+    n->auth_failed = 0;
+    n->is_replica = 0;
+    n->duplicate_of = 0;
+    n->run_id[0] = '\0';
+    n->guard_until_us = 0;
+    n->last_error[0] = '\0';
+}
+
+static int is_lock_kind(int kind) {
+    return kind == RL_K_ACQUIRE || kind == RL_K_ACQUIRE_FENCED || kind == RL_K_RELEASE || kind == RL_K_EXTEND ||
+           kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP;
+}
+
+static void classify(const rl_reply *r, int depth) {
+    for (int kind = 0; kind <= RL_K_CLEANUP + 2; kind++) {
+        static const size_t lens[] = {256, 1, 7, 40};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            char why[300];
+            long long value = -12345;
+            memset(why, 'Z', sizeof why);
+            int st = rl_vote_classify(kind, r, &value, why, lens[li]);
+            FUZZ_CHECK(st == RL_V_YES || st == RL_V_NO || st == RL_V_FAIL, "state %d", st);
+            FUZZ_CHECK(memchr(why, '\0', lens[li]) != NULL, "reason not terminated within %zu bytes", lens[li]);
+            FUZZ_CHECK(why[lens[li]] == 'Z', "reason written past its buffer of %zu bytes", lens[li]);
+            if (st != RL_V_YES && lens[li] > 1) FUZZ_CHECK(why[0], "a no or fail without a reason (kind %d)", kind);
+            for (const char *p = why; *p; p++)
+                FUZZ_CHECK((unsigned char)*p >= 32, "control character in reason '%s'", why);
+            if (st == RL_V_YES) {
+                FUZZ_CHECK(is_lock_kind(kind), "yes for kind %d", kind);
+                FUZZ_CHECK(r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_INTEGER, "yes for reply type %d",
+                           r->type);
+                if (kind == RL_K_ACQUIRE)
+                    FUZZ_CHECK(r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0,
+                               "acquire yes for something but +OK");
+                else
+                    FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer >= 1, "yes for integer %lld", r->integer);
+                if (kind == RL_K_ACQUIRE_FENCED) FUZZ_CHECK(value == r->integer, "fence %lld", value);
+                else FUZZ_CHECK(value == 0, "value %lld for kind %d", value, kind);
+            }
+            if (r->type == REDIS_REPLY_ERROR) FUZZ_CHECK(st == RL_V_FAIL, "an error reply is not a failure");
+        }
+    }
+    for (int kind = RL_K_AUTH; kind <= RL_K_ROLE; kind++) {
+        rl_node *a = client->nodes[0], *b = client->nodes[1];
+        reset_node(a);
+        reset_node(b);
+        rl_node_on_setup_reply(client, a, kind, r);
+        rl_node_on_setup_reply(client, b, kind, r);
+        FUZZ_CHECK(memchr(a->last_error, '\0', sizeof a->last_error), "last_error not terminated");
+        FUZZ_CHECK(memchr(a->run_id, '\0', sizeof a->run_id), "run_id not terminated");
+        if (kind == RL_K_AUTH) FUZZ_CHECK(a->auth_failed == (r->type == REDIS_REPLY_ERROR), "auth_failed");
+        char why[256];
+        rl_node_vote_blocked(client, a, 1, why, sizeof why);
+        rl_node_vote_blocked(client, b, 1, why, sizeof why);
+    }
+    if (r->type == REDIS_REPLY_ARRAY && depth < 3)
+        for (size_t i = 0; i < r->elements; i++)
+            if (r->element[i]) classify(r->element[i], depth + 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!client) setup_client();
+    fuzz_in in = {data, size};
+    unsigned chunk = fuzz_byte(&in) % 64;
+    redisReader *rd = rl_reader_new();
+    FUZZ_CHECK(rd, "rl_reader_new");
+    int replies = 0;
+    while (in.n) {
+        size_t got;
+        const uint8_t *p = fuzz_bytes(&in, chunk ? chunk : in.n, &got);
+        if (redisReaderFeed(rd, (const char *)p, got) != REDIS_OK) break;
+        void *r = NULL;
+        int rc;
+        while ((rc = redisReaderGetReply(rd, &r)) == REDIS_OK && r) {
+            if (replies++ < 64) classify(r, 0);
+            rl_reply_free(r);
+            r = NULL;
+        }
+        if (rc != REDIS_OK) {
+            FUZZ_CHECK(rd->err && rd->errstr[0], "reader failed without saying why");
+            break;
+        }
+    }
+    rl_reader_free(rd);
+    return 0;
+}

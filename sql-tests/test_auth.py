@@ -1,0 +1,343 @@
+"""Authentication (issue 5) against redis-server processes started that way:
+requirepass nodes and ACL-user nodes, credentials given by columns and in
+the URL, db selection (the key lands in that db), wrong or missing
+credentials as a clear per-node error (in last_error and in the acquire
+error), and the password never shown: not in redlock_nodes (password and
+url columns masked), not in any error message, not in redlock_version(),
+redlock_config() or redlock_locks, not in what the sqlite3 shell prints."""
+
+import sqlite3
+
+import harness as h
+from harness import check, eq, is_token, node_rows, value
+
+PW = "Req-Pa55-word"            # requirepass of the password nodes
+DEFAULT_PW = "Def-Pa55-word"    # requirepass of the ACL node (its default user)
+ALICE_PW = "Al1ce-Pa55-word"    # ACL user alice
+WRONG_PW = "Wr0ng-Pa55-word"
+SECRETS = (PW, DEFAULT_PW, ALICE_PW, WRONG_PW)
+MASK = "********"
+SLOW = 2000   # per-node timeout: timing is not under test here (the sanitizer run is slow)
+
+
+def pw_node():
+    return h.RedisNode(password=PW)
+
+
+def acl_node(default_open=False):
+    """A node with ACL user alice; its default user needs DEFAULT_PW, or
+    nothing at all (default_open: a server that only added a user)."""
+    n = h.RedisNode() if default_open else h.RedisNode(password=DEFAULT_PW)
+    n.cmd("ACL", "SETUSER", "alice", "on", ">" + ALICE_PW, "~*", "&*", "+@all")
+    return n
+
+
+def url(node, user="", password=None, db=None):
+    cred = ""
+    if password is not None:
+        cred = "%s:%s@" % (user, password)
+    elif user:
+        cred = user + "@"
+    return "redis://%s%s:%d%s" % (cred, node.host, node.port, "" if db is None else "/%d" % db)
+
+
+def admin(node, db=0):
+    """A client with full rights on node (default user), on db."""
+    r = h.Resp(node.host, node.port, password=node.password)
+    if db:
+        r.cmd("SELECT", db)
+    return r
+
+
+def keys_in(node, db):
+    r = admin(node, db)
+    try:
+        return sorted(k for k in r.cmd("KEYS", "*") if not k.endswith(":fence"))
+    finally:
+        r.close()
+
+
+def get_in(node, db, key):
+    r = admin(node, db)
+    try:
+        return r.cmd("GET", key)
+    finally:
+        r.close()
+
+
+def no_secret(text, what):
+    for s in SECRETS:
+        check(s not in str(text), "%s shows a password: %r" % (what, text))
+
+
+def no_secret_in_table(con):
+    rows = node_rows(con)
+    for r in rows:
+        for k, v in r.items():
+            no_secret(v, "redlock_nodes.%s" % k)
+        if r["password"] is not None:
+            eq(r["password"], MASK, "the password column")
+            check(r["url"] and ":%s@" % MASK in r["url"], "the url column should mask the password: %r" % r["url"])
+    return rows
+
+
+def acquire_error(con, resource):
+    try:
+        r = value(con, "SELECT redlock_acquire(?, 10000)", resource)
+    except sqlite3.Error as e:
+        return str(e)
+    raise AssertionError("acquire of %r should fail, returned %r" % (resource, r))
+
+
+def empty_connection():
+    """A connection with no nodes at all (REDLOCK_NODES set but empty)."""
+    con = h.connect("", timeout_ms=SLOW)
+    eq(value(con, "SELECT count(*) FROM redlock_nodes"), 0, "nodes of an empty REDLOCK_NODES")
+    return con
+
+
+# --------------------------------------------------------------------------
+# right credentials
+# --------------------------------------------------------------------------
+
+def test_requirepass_in_url_with_db():
+    n = pw_node()
+    con = h.connect(url(n, password=PW, db=2), timeout_ms=SLOW)
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-a', 10000)"), "acquire on a requirepass node")
+    eq(get_in(n, 2, "auth-a"), tok, "the key in db 2")
+    eq(keys_in(n, 0), [], "keys in db 0")
+    rows = no_secret_in_table(con)
+    eq((rows[0]["db"], rows[0]["username"], rows[0]["password"], rows[0]["state"], rows[0]["last_error"]),
+       (2, None, MASK, "up", None), "the node row")
+    eq(rows[0]["url"], "redis://:%s@127.0.0.1:%d/2" % (MASK, n.port), "the url column")
+    eq(value(con, "SELECT redlock_release('auth-a')"), 1, "release")
+    eq(keys_in(n, 2), [], "keys in db 2 after release")
+
+
+def test_requirepass_by_columns_with_db():
+    n = pw_node()
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(host, port, db, password) VALUES (?, ?, 5, ?)",
+                (n.host, n.port, PW))
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-b', 10000)"), "acquire")
+    eq(get_in(n, 5, "auth-b"), tok, "the key in db 5")
+    eq(keys_in(n, 0), [], "keys in db 0")
+    no_secret_in_table(con)
+    eq(value(con, "SELECT redlock_release('auth-b')"), 1, "release")
+
+
+def test_acl_user_in_url_with_db():
+    n = acl_node()
+    con = h.connect(url(n, "alice", ALICE_PW, db=3), timeout_ms=SLOW)
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-c', 10000)"), "acquire as alice")
+    eq(get_in(n, 3, "auth-c"), tok, "the key in db 3")
+    eq(keys_in(n, 0), [], "keys in db 0")
+    rows = no_secret_in_table(con)
+    eq((rows[0]["username"], rows[0]["db"]), ("alice", 3), "username and db columns")
+    eq(rows[0]["url"], "redis://alice:%s@127.0.0.1:%d/3" % (MASK, n.port), "the url column")
+    # the commands really ran as alice
+    r = admin(n)
+    try:
+        users = [l for l in r.cmd("CLIENT", "LIST").splitlines() if " user=alice " in l]
+    finally:
+        r.close()
+    check(users, "no connection of user alice on the server")
+    eq(value(con, "SELECT redlock_release('auth-c')"), 1, "release")
+
+
+def test_acl_user_by_columns():
+    n = acl_node()
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(host, port, db, username, password) VALUES (?, ?, 1, 'alice', ?)",
+                (n.host, n.port, ALICE_PW))
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-d', 10000)"), "acquire as alice")
+    eq(get_in(n, 1, "auth-d"), tok, "the key in db 1")
+    no_secret_in_table(con)
+
+
+def test_credentials_with_reserved_characters_in_url():
+    """User name and password percent-encoded in the URL; the url column
+    shows the user name encoded the same way (it reads back as the same
+    node and user)."""
+    n = h.RedisNode(password=DEFAULT_PW)
+    user, pw = "al@ice:x", "p@ss:w/rd%?#" + ALICE_PW
+    n.cmd("ACL", "SETUSER", user, "on", ">" + pw, "~*", "&*", "+@all")
+    enc = "al%40ice%3Ax:p%40ss%3Aw%2Frd%25%3F%23" + ALICE_PW
+    con = h.connect("redis://%s@127.0.0.1:%d/4" % (enc, n.port), timeout_ms=SLOW)
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-e', 10000)"), "acquire with encoded credentials")
+    eq(get_in(n, 4, "auth-e"), tok, "the key in db 4")
+    rows = no_secret_in_table(con)
+    eq(rows[0]["username"], user, "the decoded user name")
+    eq(rows[0]["url"], "redis://al%%40ice%%3Ax:%s@127.0.0.1:%d/4" % (MASK, n.port), "the url column")
+    # the shown url, with the password given again, is the same node and user
+    con2 = empty_connection()
+    con2.execute("INSERT INTO redlock_nodes(url) VALUES (?)",
+                 (rows[0]["url"].replace(MASK, "p%40ss%3Aw%2Frd%25%3F%23" + ALICE_PW),))
+    is_token(value(con2, "SELECT redlock_acquire('auth-e2', 10000)"), "acquire through the shown url")
+
+
+def test_update_keeps_the_password():
+    """An UPDATE of another column reads the password back masked and keeps
+    the real one; a new password replaces it."""
+    n = pw_node()
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(host, port, password) VALUES (?, 1, ?)", (n.host, PW))
+    con.execute("UPDATE redlock_nodes SET port = ?", (n.port,))
+    is_token(value(con, "SELECT redlock_acquire('auth-f', 10000)"), "acquire after UPDATE of the port")
+    con.execute("UPDATE redlock_nodes SET password = ?", (WRONG_PW,))
+    msg = acquire_error(con, "auth-f2")
+    check("WRONGPASS" in msg, "a replaced, wrong password: %r" % msg)
+    no_secret(msg, "the error")
+    con.execute("UPDATE redlock_nodes SET password = ?", (PW,))
+    is_token(value(con, "SELECT redlock_acquire('auth-f3', 10000)"), "acquire with the password set back")
+    no_secret_in_table(con)
+
+
+# --------------------------------------------------------------------------
+# wrong or missing credentials
+# --------------------------------------------------------------------------
+
+def _wrong(node, node_url, resource, expect, key_dbs=(0,)):
+    con = h.connect(node_url, timeout_ms=SLOW)
+    msg = acquire_error(con, resource)
+    for e in ("redlock: ", "node 1 127.0.0.1:%d" % node.port) + expect:
+        check(e in msg, "the acquire error should mention %r: %r" % (e, msg))
+    no_secret(msg, "the acquire error")
+    rows = no_secret_in_table(con)
+    err = rows[0]["last_error"] or ""
+    for e in expect:
+        check(e in err, "last_error should mention %r: %r" % (e, err))
+    for db in key_dbs:
+        eq(keys_in(node, db), [], "keys in db %d after a refused acquire" % db)
+    return msg
+
+
+def test_wrong_password_requirepass():
+    n = pw_node()
+    _wrong(n, url(n, password=WRONG_PW), "auth-g", ("AUTH failed", "WRONGPASS"))
+
+
+def test_wrong_password_acl_user():
+    n = acl_node()
+    _wrong(n, url(n, "alice", WRONG_PW, db=2), "auth-h", ("AUTH failed", "WRONGPASS"), (0, 2))
+
+
+def test_unknown_acl_user():
+    n = acl_node()
+    _wrong(n, url(n, "bob", ALICE_PW), "auth-i", ("AUTH failed", "WRONGPASS"))
+
+
+def test_missing_password():
+    n = pw_node()
+    _wrong(n, url(n), "auth-j", ("NOAUTH",))
+
+
+def test_wrong_password_where_default_user_is_open():
+    """AUTH fails, but the server would run the commands that follow as its
+    open default user: the lock must not be taken (nor left) anyway."""
+    n = acl_node(default_open=True)
+    _wrong(n, url(n, "alice", WRONG_PW, db=1), "auth-k", ("AUTH failed", "WRONGPASS"), (0, 1))
+
+
+def test_db_out_of_range():
+    """SELECT fails (Redis has 16 databases): nothing may be written to db 0."""
+    n = pw_node()
+    con = h.connect(url(n, password=PW, db=99), timeout_ms=SLOW)
+    msg = acquire_error(con, "auth-l")
+    check("SELECT 99" in msg or "DB index" in msg, "the error should say the db is wrong: %r" % msg)
+    no_secret(msg, "the acquire error")
+    eq(keys_in(n, 0), [], "keys in db 0")
+
+
+def test_one_node_with_wrong_password_still_has_quorum():
+    nodes = [pw_node() for _ in range(3)]
+    con = h.connect([url(nodes[0], password=PW), url(nodes[1], password=WRONG_PW), url(nodes[2], password=PW)],
+                    timeout_ms=SLOW)
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-m', 10000)"), "acquire with 2 of 3 nodes usable")
+    eq([get_in(x, 0, "auth-m") for x in nodes], [tok, None, tok], "the key on each node")
+    rows = no_secret_in_table(con)
+    check("WRONGPASS" in (rows[1]["last_error"] or ""),
+          "last_error of the node with the wrong password: %r" % rows[1]["last_error"])
+    eq([rows[0]["last_error"], rows[2]["last_error"]], [None, None], "last_error of the good nodes")
+    eq(value(con, "SELECT redlock_release('auth-m')"), 1, "release")
+
+
+def test_majority_with_wrong_credentials_is_an_error_naming_each_node():
+    good, bad1, bad2 = pw_node(), pw_node(), acl_node()
+    con = h.connect([url(good, password=PW), url(bad1, password=WRONG_PW), url(bad2, "alice", WRONG_PW)],
+                    timeout_ms=SLOW)
+    msg = acquire_error(con, "auth-n")
+    for e in ("node 2 127.0.0.1:%d" % bad1.port, "node 3 127.0.0.1:%d" % bad2.port, "WRONGPASS"):
+        check(e in msg, "the error should mention %r: %r" % (e, msg))
+    check("node 1 " not in msg, "the good node is not a failure: %r" % msg)
+    no_secret(msg, "the acquire error")
+    for x in (good, bad1, bad2):
+        h.wait_until(lambda: keys_in(x, 0) == [], 2, what="no lock key left on %s" % x.addr)
+    no_secret_in_table(con)
+
+
+# --------------------------------------------------------------------------
+# the password is never shown
+# --------------------------------------------------------------------------
+
+def test_password_never_shown_in_sql():
+    n = pw_node()
+    con = h.connect(url(n, password=PW), timeout_ms=SLOW)
+    is_token(value(con, "SELECT redlock_acquire('auth-o', 10000)"), "acquire")
+    no_secret(value(con, "SELECT redlock_version()"), "redlock_version()")
+    for r in con.execute("SELECT * FROM redlock_locks").fetchall():
+        no_secret(r, "redlock_locks")
+    for name in ("timeout_ms", "retry_delay_ms", "key_prefix", "fencing", "drift_factor"):
+        no_secret(value(con, "SELECT redlock_config(?)", name), "redlock_config(%r)" % name)
+    msg = h.sql_error(con, "SELECT redlock_config('nope')")
+    no_secret(msg, "an unknown setting's error")
+    # errors about rows that carry a password
+    for sql, params in (
+            ("INSERT INTO redlock_nodes(url) VALUES (?)", (url(n, password=PW),)),          # duplicate
+            ("INSERT INTO redlock_nodes(url) VALUES (?)", ("redis://u:%s@bad host:1" % PW,)),
+            ("INSERT INTO redlock_nodes(url) VALUES (?)", ("redis://u:%s@h:70000" % PW,)),
+            ("INSERT INTO redlock_nodes(url) VALUES (?)", ("redis://u:%s@[::1" % PW,)),
+            ("INSERT INTO redlock_nodes(host, port, password) VALUES (?, 0, ?)", (n.host, PW)),
+            ("INSERT INTO redlock_nodes(host, port, password) VALUES (?, ?, ?)", (n.host, n.port, PW)),
+            ("UPDATE redlock_nodes SET id = 7, password = ?", (PW,))):
+        msg = h.sql_error(con, sql, *params)
+        no_secret(msg, "the error of %s" % sql)
+    no_secret_in_table(con)
+    eq(value(con, "SELECT count(*) FROM redlock_nodes WHERE password = ?", PW), 0,
+       "rows whose password column compares equal to the real password")
+
+
+def test_password_not_in_load_error():
+    con = sqlite3.connect(":memory:")
+    con.enable_load_extension(True)
+    import os
+    old = os.environ.get("REDLOCK_NODES")
+    os.environ["REDLOCK_NODES"] = "redis://alice:%s@bad host:6379" % ALICE_PW
+    try:
+        con.load_extension(h.EXT)
+        raise AssertionError("loading with a bad REDLOCK_NODES should fail")
+    except sqlite3.Error as e:
+        check("REDLOCK_NODES" in str(e), "the load error should name REDLOCK_NODES: %r" % str(e))
+        no_secret(str(e), "the load error")
+    finally:
+        if old is None:
+            os.environ.pop("REDLOCK_NODES", None)
+        else:
+            os.environ["REDLOCK_NODES"] = old
+        con.close()
+
+
+def test_password_not_printed_by_shell():
+    n = pw_node()
+    good = url(n, password=PW)
+    rc, out, err = h.shell("SELECT redlock_config('timeout_ms', 2000);\n"
+                           "SELECT length(redlock_acquire('auth-p', 10000));\n"
+                           "SELECT * FROM redlock_nodes;\n"
+                           "INSERT INTO redlock_nodes(url) VALUES ('%s');\n"
+                           "UPDATE redlock_nodes SET password = '%s';\n"
+                           "SELECT redlock_acquire('auth-p2', 10000);\n" % (good, WRONG_PW), good)
+    check("32" in out.split(), "the shell should take the lock first: %r %r" % (out, err))
+    check(MASK in out, "the shell shows the masked password: %r" % out)
+    check("WRONGPASS" in err, "the shell shows the per-node error: %r" % err)
+    no_secret(out, "the shell's output")
+    no_secret(err, "the shell's errors")
