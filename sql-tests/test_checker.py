@@ -9,11 +9,10 @@ checker can fail.
 Each run prints one summary line (also appended to $REDLOCK_FAULT_REPORT
 when set)."""
 
-import os
 import time
 
 import harness as h
-from harness import check
+from harness import check, report
 from faultproxy import FaultProxy
 import checker
 
@@ -21,14 +20,6 @@ WORKERS = 6
 SECONDS = 3.0
 TTL_MS = 800            # short, so "restart after the TTL" fits in the run
 MIN_ACQUISITIONS = 30   # a run with fewer proves little
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def _clean_run(label, urls, faults=None, **kw):

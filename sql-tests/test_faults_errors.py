@@ -6,20 +6,11 @@ redlock_nodes.last_error shows the reason, and the error is never counted as
 a yes: with unsafe_test_quorum = 3 (every node must say yes) the acquire
 fails."""
 
-import os
 import shutil
 import time
 
 import harness as h
-from harness import check, eq, holds, is_token, node_rows, value
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
+from harness import check, eq, holds, is_token, node_rows, report, value
 
 
 def last_error(con, port):

@@ -7,23 +7,14 @@ does not linger there for the whole TTL.
 TTL is 60 s so a lingering key is plain; the key must be gone well within
 GONE seconds of the node resuming."""
 
-import os
 import time
 
 import harness as h
-from harness import eq, is_token, value
+from harness import eq, is_token, report, value
 from faultproxy import FaultProxy
 
 TTL = 60000
 GONE = 10.0
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def warm(con):

@@ -7,23 +7,14 @@ Late replies are matched to their own command, never to a later one.
 The per-node timeout is made long here (SLOW_TIMEOUT_MS) so that paying it
 or not is plain in the measured time; the bounds stay generous."""
 
-import os
 import time
 
 import harness as h
-from harness import check, eq, is_token, node_rows, redlock_error, value
+from harness import check, eq, is_token, node_rows, redlock_error, report, value
 from faultproxy import FaultProxy
 
 SLOW_TIMEOUT_MS = 800
 FAST = 0.4        # seconds: well below SLOW_TIMEOUT_MS, so no timeout was paid
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def row_of(con, node):

@@ -3,23 +3,14 @@ twice, and (with restart_guard on) a node that restarted recently must not
 give a vote that would make a lock pass. Each test is built so that the
 lock WOULD pass if that node's yes counted, and asserts that it does not."""
 
-import os
 import socket
 import time
 
 import harness as h
-from harness import check, eq, is_token, node_rows, value
+from harness import check, eq, is_token, node_rows, report, value
 from faultproxy import FaultProxy
 
 GUARD_TTL = 2000      # ms: the largest TTL the guarded connection uses
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def row_of(con, port, host=None):

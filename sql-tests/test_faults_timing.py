@@ -15,7 +15,7 @@ import os
 import time
 
 import harness as h
-from harness import check, eq, holds, is_token, no_key, redlock_error, value
+from harness import check, eq, holds, is_token, no_key, redlock_error, report, value
 from faultproxy import FaultProxy
 
 TIMEOUT_MS = 50          # the default per-node timeout, set explicitly
@@ -25,14 +25,6 @@ SLOW_MS = 600            # reply delay of a "slow" node, far above TIMEOUT_MS
 
 FAULTS = ("kill9", "sigstop", "pause_write", "slow", "blackhole")
 PROXIED = ("slow", "blackhole")
-
-
-def report(line):
-    print(line, flush=True)
-    path = os.environ.get("REDLOCK_FAULT_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 class Rig:
