@@ -175,3 +175,30 @@ def test_late_replies_never_answer_later_commands_3n():
                              what="no lock key left on %s (keys %r)" % (node.addr, node.keys()))
         finally:
             p.close()
+
+
+def test_hung_node_memory_stays_bounded_3n():
+    """A hung node's stalled connection takes the cleanups that may matter
+    (the first ones), not one for every later release: over 60,000 cycles
+    with one node of three stopped, the shell's resident memory must not
+    grow by megabytes (a cleanup queued per release would add ~18 MB)."""
+    cycle = ("SELECT sum(redlock_release('m'||value, redlock_acquire('m'||value, 10000))) "
+             "FROM generate_series(1, %d);")
+    rss = ".system grep VmRSS /proc/$PPID/status"
+    with h.Cluster(3) as c:
+        c[2].stop()
+        try:
+            rc, out, err = h.shell("\n".join([cycle % 5000, rss, cycle % 60000, rss,
+                                              "SELECT state FROM redlock_nodes WHERE id = 3;"]),
+                                   c, timeout=120)
+        finally:
+            c[2].cont()
+        eq(rc, 0, "shell exit code (stderr: %r)" % err)
+        lines = out.split()
+        kib = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "VmRSS:"]
+        eq(len(kib), 2, "two VmRSS readings in %r" % out)
+        check("5000" in lines and "60000" in lines, "every cycle released its own lock: %r" % out)
+        check(lines[-1] == "down", "the stopped node is known down: %r" % lines[-1])
+        report("hung-node memory: VmRSS %d KiB -> %d KiB over 60000 cycles" % (kib[0], kib[1]))
+        check(kib[1] - kib[0] < 2048, "resident memory grew by %d KiB over 60000 cycles with a hung node"
+              % (kib[1] - kib[0]))

@@ -13,6 +13,17 @@
 
 static int is_setup(int kind) { return kind >= RL_K_AUTH && kind <= RL_K_ROLE; }
 
+/* How many commands a stalled connection may owe before it takes no more
+ * cleanups. The cleanups that matter (for SETs queued on it before it
+ * stalled) come first; the releases of locks taken while the node was down
+ * never touched it, and queuing them all would grow memory without bound
+ * for as long as the node stays hung. */
+#define RL_STALE_MAX_OWED 256
+
+static int stale_takes_cleanup(const rl_node *node) {
+    return node->stale && !node->stale->broken && node->stale->count < RL_STALE_MAX_OWED;
+}
+
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
@@ -231,7 +242,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
                      (long long)((next - now + 999) / 1000), owes ? " at most, or as soon as it answers" : "");
             set_vote(r, v, RL_V_FAIL, why);
             /* A release still reaches a stalled node, behind whatever it owes. */
-            if (r->kind == RL_K_RELEASE && node->stale && !node->stale->broken) {
+            if (r->kind == RL_K_RELEASE && stale_takes_cleanup(node)) {
                 rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
                 rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
             }
@@ -271,7 +282,7 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
          * key holds another token) and nodes not asked are skipped. */
         if (v->state == RL_V_YES || v->state == RL_V_PENDING || (v->state == RL_V_FAIL && !v->timed_out))
             conn = node->conn;
-        else if (v->state == RL_V_FAIL && v->timed_out) conn = node->stale;
+        else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
         if (!conn || conn->broken) continue;
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_node_timeout_us(c, node);
         rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
