@@ -883,21 +883,9 @@ def cleanup_test():
         procs = list(_live_procs)
         shared_nodes = {id(n) for c in _shared.values() for n in c.nodes}
         nodes = [n for n in _live_nodes if id(n) not in shared_nodes]
-    for c in cons:
-        try:
-            c.close()
-        except Exception:
-            pass
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    for n in nodes:
-        try:
-            n.terminate()
-        except Exception:
-            pass
+    _each_quietly(cons, "close")
+    _each_quietly(procs, "kill")
+    _each_quietly(nodes, "terminate")
     for k, c in list(_shared.items()):
         try:
             for n in c.nodes:
@@ -924,14 +912,15 @@ def terminate_all():
         _shared.clear()
         nodes = list(_live_nodes)
         procs = list(_live_procs)
-    for p in procs:
+    _each_quietly(procs, "kill")
+    _each_quietly(nodes, "terminate")
+
+
+def _each_quietly(objs, method):
+    """Calls obj.method() on each; cleanup goes on past any failure."""
+    for o in objs:
         try:
-            p.kill()
-        except Exception:
-            pass
-    for n in nodes:
-        try:
-            n.terminate()
+            getattr(o, method)()
         except Exception:
             pass
 
