@@ -91,7 +91,13 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     }
 }
 
-static redlock_state *state_of(sqlite3_context *ctx) { return sqlite3_user_data(ctx); }
+/* The connection's state; first makes sure a forked child does not act on
+ * its parent's locks or sockets (rl_session_check_fork). */
+static redlock_state *state_of(sqlite3_context *ctx) {
+    redlock_state *st = sqlite3_user_data(ctx);
+    rl_session_check_fork(st->session);
+    return st;
+}
 
 /* SQLITE_DIRECTONLY keeps these functions out of views and triggers, but
  * SQLite 3.40 still runs them in a CHECK constraint or DEFAULT read from a

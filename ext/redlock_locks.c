@@ -79,6 +79,7 @@ static int locks_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     rl_session_snapshot_free(cur->rows, cur->n);
     cur->rows = NULL;
     cur->n = cur->i = 0;
+    rl_session_check_fork(((locks_vtab *)c->pVtab)->st->session);
     int n = rl_session_snapshot(((locks_vtab *)c->pVtab)->st->session, &cur->rows);
     if (n < 0) return SQLITE_NOMEM;
     cur->n = n;

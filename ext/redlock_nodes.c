@@ -83,7 +83,9 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     (void)argc;
     (void)argv;
     nodes_cursor *cur = (nodes_cursor *)c;
-    rl_client *cl = ((nodes_vtab *)c->pVtab)->st->session->client;
+    rl_session *session = ((nodes_vtab *)c->pVtab)->st->session;
+    rl_session_check_fork(session);
+    rl_client *cl = session->client;
     free_rows(cur);
     rl_client_settle(cl);
     int n = rl_client_node_count(cl);
@@ -250,6 +252,7 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
 }
 
 static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
+    rl_session_check_fork(((nodes_vtab *)vt)->st->session);
     rl_client *cl = ((nodes_vtab *)vt)->st->session->client;
     char err[300];
     if (argc == 1) { /* DELETE */

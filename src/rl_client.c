@@ -254,6 +254,21 @@ int rl_client_node_count(rl_client *c) {
     return n;
 }
 
+void rl_client_forget_after_fork(rl_client *c) {
+    pthread_mutex_init(&c->mu, NULL);
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        /* close() of a copied descriptor sends nothing: the parent's stays open. */
+        rl_conn_close(node->conn);
+        rl_conn_close(node->stale);
+        rl_conn_close(node->sub);
+        node->conn = node->stale = node->sub = NULL;
+        node->sub_ready = 0;
+        node->health = RL_HEALTH_IDLE;
+        node->retry_at_us = node->backoff_ms = 0;
+    }
+}
+
 int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n) {
     return (n->ep.timeout_ms > 0 ? n->ep.timeout_ms : c->set.timeout_ms) * 1000;
 }

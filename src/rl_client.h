@@ -126,6 +126,12 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out);
 /* Number of nodes (takes c->mu). */
 int rl_client_node_count(rl_client *c);
 
+/* In a child process after fork(): re-creates c->mu (it may have been copied
+ * locked) and drops every inherited connection without sending a byte, so
+ * the child never writes to or reads from the parent's sockets. Node
+ * settings stay; connections are made anew on the next call. */
+void rl_client_forget_after_fork(rl_client *c);
+
 /* ---- internal to the engine (callers hold c->mu) ---- */
 
 /* The effective timeout of a node in microseconds. */

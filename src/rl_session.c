@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rl_clock.h"
 #include "rl_round.h"
@@ -25,11 +26,29 @@ rl_session *rl_session_new(void) {
         free(s);
         return NULL;
     }
+    s->pid = getpid();
     return s;
+}
+
+void rl_session_check_fork(rl_session *s) {
+    if (s->pid == getpid()) return;
+    s->pid = getpid();
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) == 0) {
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&s->wake, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    s->keeper_running = s->keeper_stop = 0;
+    for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
+    s->nheld = 0;
+    rl_client_forget_after_fork(s->client);
 }
 
 void rl_session_free(rl_session *s) {
     if (!s) return;
+    rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
     rl_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
     rl_client_settle(s->client); /* late replies still act (fence write-backs), bounded */

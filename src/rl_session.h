@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rl_client.h"
 #include "rl_lock.h"
@@ -40,6 +41,7 @@ typedef struct rl_session {
     pthread_cond_t wake;
     pthread_t keeper;
     int keeper_running, keeper_stop;
+    pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
 } rl_session;
 
 /* A new session with a new client; NULL on OOM. */
@@ -66,6 +68,14 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
  * extended: RL_REFUSED. */
 rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                             int64_t ttl_ms, int *not_held, rl_outcome *out);
+
+/* To be called first by every entry from the host (SQL function, table,
+ * close). In a child process after fork(), the session starts clean: the
+ * parent's locks are forgotten, not released (they are still the parent's);
+ * the inherited sockets are dropped without a word; the mutexes, which may
+ * have been copied locked, are made anew; the keeper thread did not come
+ * along and is started again when needed. A no-op in the owning process. */
+void rl_session_check_fork(rl_session *s);
 
 /* Releases every lock this session holds; returns how many locks it held. */
 int rl_session_release_all(rl_session *s);

@@ -1,0 +1,50 @@
+"""A process that forks while its SQLite connection holds locks (Python's
+multiprocessing does, by default on Linux): the child's copy of the
+connection must neither act on the parent's locks (reentrancy must not hand
+the child the parent's token; closing the copy must not release them) nor
+touch the parent's sockets, and the parent goes on as if nothing happened.
+"""
+import os
+
+import harness as h
+from harness import eq, holds, is_token, value
+
+
+def _child(con):
+    """Runs in the child; returns an exit code naming the first failed check."""
+    try:
+        if con.execute("SELECT redlock_acquire('fk', 1000)").fetchone()[0] is not None:
+            return 10  # handed the parent's lock (or took it from the parent)
+        if con.execute("SELECT count(*) FROM redlock_locks").fetchone()[0] != 0:
+            return 11  # believes it holds the parent's locks
+        if con.execute("SELECT redlock_acquire('fk-child', 1000)").fetchone()[0] is None:
+            return 12  # cannot lock on its own connections
+        if con.execute("SELECT redlock_release('fk-child')").fetchone()[0] != 1:
+            return 13
+        con.close()  # must not release the parent's lock
+        return 0
+    except BaseException:
+        return 14
+
+
+def _extensions(con, res):
+    row = con.execute("SELECT extensions FROM redlock_locks WHERE resource = ?", (res,)).fetchone()
+    return row[0] if row else -1
+
+
+def test_forked_child_leaves_parent_locks_alone_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(c, auto_extend=1)
+        tok = is_token(value(con, "SELECT redlock_acquire('fk', 1500)"), "parent's acquire")
+        pid = os.fork()
+        if pid == 0:
+            os._exit(_child(con))
+        _, status = os.waitpid(pid, 0)
+        eq(os.waitstatus_to_exitcode(status), 0, "the child's checks (exit code names the failed one)")
+        holds(c, "fk", tok, 1500, "the parent's lock after the child closed its copy")
+        # The parent's connection and its keeper thread still work: the lock
+        # outlives several TTLs and is released with its own token.
+        e = _extensions(con, "fk")
+        h.wait_until(lambda: _extensions(con, "fk") >= e + 4, 10, what="four more extensions in the parent")
+        holds(c, "fk", tok, 1500, "the parent's lock, several TTLs later")
+        eq(value(con, "SELECT redlock_release('fk')"), 1, "the parent's release")
