@@ -7,6 +7,7 @@ Late replies are matched to their own command, never to a later one.
 The per-node timeout is made long here (SLOW_TIMEOUT_MS) so that paying it
 or not is plain in the measured time; the bounds stay generous."""
 
+import os
 import time
 
 import harness as h
@@ -200,5 +201,9 @@ def test_hung_node_memory_stays_bounded_3n():
         check("5000" in lines and "60000" in lines, "every cycle released its own lock: %r" % out)
         check(lines[-1] == "down", "the stopped node is known down: %r" % lines[-1])
         report("hung-node memory: VmRSS %d KiB -> %d KiB over 60000 cycles" % (kib[0], kib[1]))
+        if os.environ.get("REDLOCK_SANITIZE"):
+            # Under ASan the resident size is its quarantine of freed memory
+            # (256 MB), not ours; the plain run asserts this bound.
+            return
         check(kib[1] - kib[0] < 2048, "resident memory grew by %d KiB over 60000 cycles with a hung node"
               % (kib[1] - kib[0]))
