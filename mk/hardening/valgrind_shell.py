@@ -13,9 +13,10 @@ indirect leak). Prints PASS/FAIL per scenario and "N passed, N failed"."""
 
 import os
 import re
-import select
+import queue
 import signal
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -55,6 +56,17 @@ def run_shell(sql, nodes, logdir, name, timeout=120):
                          text=True, env=env, bufsize=1)
     deadline = time.monotonic() + timeout
     out = []
+    # Lines come through a reader thread: select() on the pipe followed by
+    # readline() misses a line already read into Python's buffer together
+    # with the one before it, and then waits for nothing until the deadline.
+    lines_q = queue.Queue()
+
+    def reader():
+        for ln in p.stdout:
+            lines_q.put(ln)
+        lines_q.put(None)
+    rt = threading.Thread(target=reader, daemon=True)
+    rt.start()
     try:
         p.stdin.write(".load %s\n" % h.EXT)
         for i, (text, action) in enumerate(steps):
@@ -64,15 +76,30 @@ def run_shell(sql, nodes, logdir, name, timeout=120):
             while True:
                 left = deadline - time.monotonic()
                 need(left > 0, "the shell did not get through step %d in time" % i)
-                r, _, _ = select.select([p.stdout], [], [], left)
-                line = p.stdout.readline() if r else ""
-                need(line, "the shell ended before step %d finished" % i)
+                try:
+                    line = lines_q.get(timeout=left)
+                except queue.Empty:
+                    line = ""
+                    need(False, "the shell did not get through step %d in time" % i)
+                need(line is not None, "the shell ended before step %d finished" % i)
                 if line.strip() == marker:
                     break
                 out.append(line)
             if action:
                 action()
-        rest, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        p.stdin.close()
+        err = p.stderr.read()
+        p.wait(timeout=max(1, deadline - time.monotonic()))
+        rt.join(timeout=5)
+        rest = []
+        while True:
+            try:
+                ln = lines_q.get_nowait()
+            except queue.Empty:
+                break
+            if ln is not None:
+                rest.append(ln)
+        rest = "".join(rest)
     except BaseException:
         p.kill()
         p.wait()
