@@ -159,6 +159,11 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
  * written into why; 0 when it counts. guard_applies: acquire and extend. */
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen);
 
+/* The AUTH command for node into argv (AUTH [user] password; a user name
+ * alone logs in with an empty password, as ACL users marked nopass do).
+ * Returns its argc, or 0 when the node needs no AUTH. */
+int rl_node_auth_argv(const rl_node *node, const char *argv[3]);
+
 /* "node 2 127.0.0.1:6380" into buf. */
 void rl_node_name(const rl_node *node, char *buf, size_t buflen);
 

@@ -48,6 +48,18 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     return 0;
 }
 
+/* The compare-and-delete command for key k and token into argv/lens: with
+ * the release channel for a release waiters must hear of, without it for a
+ * cleanup. Returns argc. */
+static int release_cmd(const keys *k, const char *token, size_t toklen, int tell_waiters, const char *argv[6],
+                       size_t lens[6]) {
+    const char *a[6] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, k->chan};
+    size_t l[6] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, k->chanlen};
+    memcpy(argv, a, sizeof a);
+    memcpy(lens, l, sizeof l);
+    return tell_waiters ? 6 : 5;
+}
+
 static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
     out->status = st;
@@ -168,9 +180,9 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             break;
         }
         /* Failed attempt: give back whatever we got, on every node that may hold it. */
-        const char *rel_argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
-        size_t rel_lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, RL_TOKEN_LEN};
-        rl_round_cleanup(c, &r, 5, rel_argv, rel_lens);
+        const char *rel_argv[6];
+        size_t rel_lens[6];
+        rl_round_cleanup(c, &r, release_cmd(&k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
         if (r.yes >= out->quorum) {
             count_votes(out, &r);
             finish(out, RL_NO_QUORUM,
@@ -223,9 +235,9 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     keys k;
     rl_vote *votes = NULL;
     if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
-        const char *argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token, k.chan};
-        size_t lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen, k.chanlen};
-        rl_round r = {.kind = RL_K_RELEASE, .argc = 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+        const char *argv[6];
+        size_t lens[6];
+        rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(&k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens, .quorum = out->quorum,
                       .strict_no = 1, .votes = votes};
         rl_round_run(c, &r);
         if (r.yes >= out->quorum) {
@@ -276,9 +288,9 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
                 not_done(c, &r, out, "lock lost");
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             if (out->status == RL_REFUSED) {
-                const char *rel_argv[] = {"EVAL", RL_SCRIPT_RELEASE, "1", k.key, token};
-                size_t rel_lens[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k.keylen, toklen};
-                rl_round_cleanup(c, &r, 5, rel_argv, rel_lens);
+                const char *rel_argv[6];
+                size_t rel_lens[6];
+                rl_round_cleanup(c, &r, release_cmd(&k, token, toklen, 0, rel_argv, rel_lens), rel_argv, rel_lens);
             }
         }
         keys_free(&k);

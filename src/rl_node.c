@@ -23,6 +23,15 @@ static int send_setup(rl_conn *conn, uint64_t op, int kind, int64_t deadline, in
     return rl_conn_send(conn, &tag, argc, argv, lens);
 }
 
+int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
+    if (!node->ep.password && !node->ep.username) return 0;
+    int argc = 0;
+    argv[argc++] = "AUTH";
+    if (node->ep.username) argv[argc++] = node->ep.username;
+    argv[argc++] = node->ep.password ? node->ep.password : "";
+    return argc;
+}
+
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
     char err[160];
     rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
@@ -31,12 +40,9 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
         return -1;
     }
     int rc = 0;
-    if (node->ep.password || node->ep.username) {
-        /* A user name alone logs in with an empty password (ACL users marked nopass). */
-        const char *pass = node->ep.password ? node->ep.password : "";
-        const char *argv[3] = {"AUTH", node->ep.username ? node->ep.username : pass, pass};
-        rc |= send_setup(conn, op, RL_K_AUTH, deadline_us, node->ep.username ? 3 : 2, argv);
-    }
+    const char *auth[3];
+    int auth_argc = rl_node_auth_argv(node, auth);
+    if (auth_argc) rc |= send_setup(conn, op, RL_K_AUTH, deadline_us, auth_argc, auth);
     if (node->ep.db) {
         char db[16];
         snprintf(db, sizeof db, "%d", node->ep.db);

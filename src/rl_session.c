@@ -9,17 +9,21 @@
 #include "rl_clock.h"
 #include "rl_round.h"
 
+/* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
+static int init_wake(pthread_cond_t *wake) {
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return -1;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(wake, &ca);
+    pthread_condattr_destroy(&ca);
+    return rc == 0 ? 0 : -1;
+}
+
 rl_session *rl_session_new(void) {
     rl_session *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->client = rl_client_new();
-    pthread_condattr_t ca;
-    int ok = s->client && pthread_condattr_init(&ca) == 0;
-    if (ok) {
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        ok = pthread_cond_init(&s->wake, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
+    int ok = s->client && init_wake(&s->wake) == 0;
     if (!ok || pthread_mutex_init(&s->mu, NULL) != 0) {
         if (ok) pthread_cond_destroy(&s->wake);
         rl_client_free(s->client);
@@ -34,12 +38,7 @@ void rl_session_check_fork(rl_session *s) {
     if (s->pid == getpid()) return;
     s->pid = getpid();
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) == 0) {
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&s->wake, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    init_wake(&s->wake);
     s->keeper_running = s->keeper_stop = 0;
     for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
     s->nheld = 0;

@@ -62,16 +62,11 @@ static rl_conn *open_sub(rl_node *node) {
     rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
     if (!conn) return NULL;
     conn->push = 1;
-    if (node->ep.password || node->ep.username) {
-        const char *argv[3];
-        size_t lens[3];
-        int argc = 0;
-        argv[argc++] = "AUTH";
-        if (node->ep.username) argv[argc++] = node->ep.username;
-        argv[argc++] = node->ep.password ? node->ep.password : "";
-        for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-        rl_conn_send(conn, NULL, argc, argv, lens);
-    }
+    const char *argv[3];
+    size_t lens[3];
+    int argc = rl_node_auth_argv(node, argv);
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    if (argc) rl_conn_send(conn, NULL, argc, argv, lens);
     return conn;
 }
 
