@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_round.h"
 
 rl_client *rl_client_new(void) {
     rl_client *c = calloc(1, sizeof *c);
@@ -30,9 +31,10 @@ rl_client *rl_client_new(void) {
     return c;
 }
 
-/* Gives commands already written a bounded chance to be sent and answered,
- * so a release queued just before close reaches its node. */
-static void drain_before_close(rl_client *c) {
+/* Gives cleanups still unsent on stalled connections a bounded chance to
+ * leave (at most one node timeout: the node may be hung). Replies owed on
+ * active connections were settled already (rl_client_settle). */
+static void flush_stale(rl_client *c) {
     int64_t deadline = 0;
     for (;;) {
         struct pollfd pfd[64];
@@ -40,29 +42,16 @@ static void drain_before_close(rl_client *c) {
         int k = 0;
         int64_t now = rl_now_us();
         for (int i = 0; i < c->n && k < 64; i++) {
-            rl_conn *cs[2] = {c->nodes[i]->conn, c->nodes[i]->stale};
-            for (int j = 0; j < 2 && k < 64; j++) {
-                rl_conn *cn = cs[j];
-                if (!cn || cn->broken || !rl_conn_events(cn)) continue;
-                /* Stalled connections only get their bytes flushed, not awaited. */
-                if (j == 1 && !(cn->out.off < cn->out.len)) continue;
-                if (!deadline) deadline = now + rl_node_timeout_us(c, c->nodes[i]);
-                pfd[k].fd = cn->fd;
-                pfd[k].events = rl_conn_events(cn);
-                pfd[k].revents = 0;
-                who[k++] = cn;
-            }
+            rl_conn *cn = c->nodes[i]->stale;
+            if (!cn || !(rl_conn_events(cn) & POLLOUT)) continue;
+            if (!deadline) deadline = now + rl_node_timeout_us(c, c->nodes[i]);
+            pfd[k] = (struct pollfd){.fd = cn->fd, .events = POLLOUT};
+            who[k++] = cn;
         }
         if (k == 0 || now >= deadline) return;
-        int wait_ms = (int)((deadline - now + 999) / 1000);
-        if (poll(pfd, (nfds_t)k, wait_ms) <= 0) return;
-        for (int i = 0; i < k; i++) {
-            if (!pfd[i].revents) continue;
-            if (rl_conn_progress(who[i], pfd[i].revents) != 0) continue;
-            rl_tag tag;
-            rl_reply *r;
-            while (rl_conn_next_reply(who[i], &tag, &r) == 1) rl_reply_free(r);
-        }
+        if (poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0) return;
+        for (int i = 0; i < k; i++)
+            if (pfd[i].revents) rl_conn_progress(who[i], pfd[i].revents);
     }
 }
 
@@ -77,8 +66,9 @@ static void node_free(rl_node *node) {
 
 void rl_client_free(rl_client *c) {
     if (!c) return;
+    rl_client_settle(c); /* late replies still act (fence write-backs), bounded */
     pthread_mutex_lock(&c->mu);
-    drain_before_close(c);
+    flush_stale(c);
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
     free(c->nodes);
     for (int i = 0; i < RL_RECENT_FENCED; i++) free(c->recent_fenced[i].fkey);

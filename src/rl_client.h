@@ -94,8 +94,10 @@ typedef struct rl_client {
 /* A new client with default settings and no nodes; NULL on OOM. */
 rl_client *rl_client_new(void);
 
-/* Waits (bounded by each node's timeout) for commands already sent, then
- * closes every connection and frees the client. Held locks are not released
+/* Waits (bounded by each node's timeout) for replies still owed, which act
+ * as late replies do (rl_client_settle), gives cleanups queued on stalled
+ * connections a bounded chance to leave, then closes every connection and
+ * frees the client. Held locks are not released
  * here: the owner does that first (rl_registry_release_all). */
 void rl_client_free(rl_client *c);
 

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
-#include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
 static int init_wake(pthread_cond_t *wake) {
@@ -50,7 +49,6 @@ void rl_session_free(rl_session *s) {
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
     rl_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
-    rl_client_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
