@@ -35,16 +35,11 @@
 #include "rl_random.h"  /* RL_TOKEN_LEN only */
 #include "rl_scripts.h"
 #include "rl_wait.h"    /* RL_RELEASED_SUFFIX only */
+#include "measure.h"
 
 #define MAXN 16
 #define TTL_MS "10000"
 #define FENCE_TTL_MS "604800000" /* the engine's default fence_ttl_ms (7 days), > ttl */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void die(const char *fmt, const char *a) {
     fprintf(stderr, "bare: ");
@@ -132,7 +127,6 @@ static void round_all(int argc, const char **argv, const size_t *lens, int (*ok)
         if (!got[i]) owed[i]++;
 }
 
-
 static uint64_t mix(uint64_t x) { /* splitmix64 */
     x += 0x9e3779b97f4a7c15ULL;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -148,17 +142,6 @@ static void make_token(uint64_t seq, char out[RL_TOKEN_LEN + 1]) {
         out[16 + i] = hex[(b >> (4 * i)) & 15];
     }
     out[RL_TOKEN_LEN] = '\0';
-}
-
-static double cpu_us(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {

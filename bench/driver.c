@@ -41,11 +41,7 @@
 
 #include <sqlite3.h>
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "measure.h"
 
 static void sleep_ns(int64_t ns) {
     struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
@@ -104,17 +100,6 @@ static void fn_lap(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     l->d[l->n++] = t - l->last;
     l->last = t;
     sqlite3_result_value(ctx, argv[0]);
-}
-
-static double cpu_us(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* Runs the cycle statement for n rows; returns its wall time in ns. */
