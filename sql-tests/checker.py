@@ -3,21 +3,32 @@
 
 K worker processes (checker_worker.py), each with its own connection and
 the extension loaded, loop for a few seconds: take one lock (with wait_ms),
-do a deliberately non-atomic read-sleep-write of a shared counter file and
-create an exclusive marker file (O_EXCL) while holding it, remove the
-marker, release. Meanwhile the caller may inject faults into the nodes.
-The checker then counts:
+and while holding it create an exclusive marker file (O_EXCL), do a
+deliberately non-atomic read-sleep-write of a shared counter file, and
+write with the lock's fencing number to a protected resource that checks
+fencing numbers (fence_store.py). Each hold lasts a random part of the
+validity the engine reported, sometimes nearly all of it; some are
+extended, re-entered, or paused with SIGSTOP past the TTL. Meanwhile the
+caller may inject faults into the nodes. The checker then counts:
 
 * acquisitions: holds the workers report;
-* lost updates: acquisitions - final counter (two holders at once read the
-  same value and one increment is lost);
+* interval overlaps: two holds overlap in time. A hold is the interval
+  from the moment its acquire returned to that moment plus the validity
+  the engine reported (or to the release, if sooner), on CLOCK_MONOTONIC,
+  which all processes of the machine share. It is a subset of the lock's
+  real life on a correct engine, so an overlap is a true violation;
+* lost updates: completed increments - final counter;
 * overlaps: a worker found the marker already there;
-* interval overlaps: two reported holds [start, end] (CLOCK_MONOTONIC,
-  shared by all processes) intersect.
+* fence order: a hold whose fencing number is not larger than that of
+  every hold that started before it (fences checked: holds with a number);
+* stale writes accepted: the resource took an older hold's write after a
+  newer hold had written (stale writes rejected are counted, not errors);
+* losses unseen: a worker paused past its TTL found its lock still valid.
 
-violations = lost updates + overlaps + interval overlaps; a correct lock
-gives 0. A run can only be trusted if a broken lock run the same way
-(negative control) reports violations: see test_checker.py.
+violations = the sum of these; a correct lock gives 0 where the README
+promises safety. A run can only be trusted if a broken lock run the same
+way (negative control) reports violations: see test_checker.py and
+mutants.py.
 
 Library use (from the sql-tests directory)::
 
@@ -33,12 +44,16 @@ Command line, against running nodes::
 
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+import fence_store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -46,71 +61,183 @@ PYTHON = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "checker_worker.py")
 EXT = os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlock")
 
+# How a hold is spent, unless a run says otherwise: mostly short, some for a
+# random part of the validity, some for nearly all of it.
+HOLD_MIX = {"hold_ms": [1, 8], "long_p": 0.12, "nearly_all_p": 0.06}
+
+
+def _interval_overlaps(holds):
+    """Consecutive holds (by start) whose intervals intersect, as pairs
+    (the hold that was still running, the one that started within it)."""
+    pairs, last = [], None
+    for h in sorted(holds, key=lambda h: h["start"]):
+        if last is not None and h["start"] < last["end"]:
+            pairs.append((last, h))
+        if last is None or h["end"] > last["end"]:
+            last = h
+    return pairs
+
+
+def _fence_disorder(holds):
+    """Holds with a fencing number not larger than every earlier hold's."""
+    n, top = 0, 0
+    fenced = [h for h in sorted(holds, key=lambda h: h["start"]) if h["fence"] > 0]
+    for h in fenced:
+        if h["fence"] <= top:
+            n += 1
+        top = max(top, h["fence"])
+    return n, len(fenced)
+
+
+def _stale_accepted(log, holds):
+    """Writes of an older hold the store accepted after a newer hold wrote."""
+    start = {h["id"]: h["start"] for h in holds}
+    n, newest = 0, None
+    for fence, hold, kind, accepted in log:
+        if not accepted or hold not in start:
+            continue
+        if newest is not None and start[hold] < newest:
+            n += 1
+        newest = start[hold] if newest is None else max(newest, start[hold])
+    return n
+
 
 class Result:
-    def __init__(self, reports, counter, seconds):
+    def __init__(self, reports, counter, seconds, log, pauses=0):
         self.reports = reports
         self.seconds = seconds
         self.workers = len(reports)
         self.counter = counter
-        self.acquisitions = sum(r["acquisitions"] for r in reports)
-        self.overlaps = sum(r["overlaps"] for r in reports)
-        self.nulls = sum(r["nulls"] for r in reports)
-        self.errors = sum(r["errors"] for r in reports)
-        self.release_not_1 = sum(r["release_not_1"] for r in reports)
-        self.error_samples = [e for r in reports for e in r["error_samples"]][:5]
+
+        def total(key):
+            return sum(r.get(key, 0) for r in reports)
+        for key in ("acquisitions", "completed", "overlaps", "nulls", "errors", "release_not_1",
+                    "extends", "extends_lost", "reentries", "reentry_wrong", "paused",
+                    "loss_seen", "loss_unseen", "abandoned", "late_writes", "node_changes",
+                    "node_changes_refused", "zero_validity"):
+            setattr(self, key, total(key))
+        self.pauses = pauses
+        self.error_samples = [e for r in reports for e in r["error_samples"]][:6]
         # > 0: some worker was still loading when the run started
         self.ready_late_ms = max(r.get("ready_late_ms", 0) for r in reports)
         self.finished_late_ms = max(r.get("finished_late_ms", 0) for r in reports)
-        self.lost_updates = self.acquisitions - counter
-        holds = sorted((s, e) for r in reports for s, e in r["holds"])
-        self.interval_overlaps = 0
-        end = None
-        for s, e in holds:
-            if end is not None and s < end:
-                self.interval_overlaps += 1
-            end = e if end is None else max(end, e)
-        self.violations = self.lost_updates + self.overlaps + self.interval_overlaps
+        self.holds = [h for r in reports for h in r["holds"]]
+        self.lost_updates = self.completed - counter
+        pairs = _interval_overlaps(self.holds)
+        self.interval_overlaps = len(pairs)
+        # overlaps where the earlier holder had no more yes votes than a bare
+        # majority of its node list: one node losing its key early is enough
+        self.overlap_yes = sorted(a["yes"] for a, _ in pairs)
+        self.fence_disorder, self.fences_checked = _fence_disorder(self.holds)
+        self.stale_accepted = _stale_accepted(log, self.holds)
+        self.stale_rejected = sum(1 for e in log if not e[3])
+        self.violations = (self.lost_updates + self.overlaps + self.interval_overlaps +
+                           self.fence_disorder + self.stale_accepted + self.loss_unseen)
 
     def summary(self, label):
-        return ("checker %-22s workers=%d seconds=%.1f acquisitions=%d violations=%d "
-                "(lost_updates=%d overlaps=%d interval_overlaps=%d) nulls=%d errors=%d "
-                "release_not_1=%d ready_late_ms=%d finished_late_ms=%d"
+        return ("checker %-24s workers=%d seconds=%.1f acquisitions=%d violations=%d "
+                "(interval_overlaps=%d lost_updates=%d overlaps=%d fence_disorder=%d "
+                "stale_accepted=%d loss_unseen=%d) fences_checked=%d stale_rejected=%d "
+                "paused=%d loss_seen=%d extends=%d reentries=%d node_changes=%d/%d refused "
+                "nulls=%d errors=%d abandoned=%d late_writes=%d release_not_1=%d "
+                "zero_validity=%d ready_late_ms=%d finished_late_ms=%d"
                 % (label, self.workers, self.seconds, self.acquisitions, self.violations,
-                   self.lost_updates, self.overlaps, self.interval_overlaps, self.nulls,
-                   self.errors, self.release_not_1, self.ready_late_ms, self.finished_late_ms))
+                   self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
+                   self.stale_accepted, self.loss_unseen, self.fences_checked,
+                   self.stale_rejected, self.paused, self.loss_seen, self.extends,
+                   self.reentries, self.node_changes, self.node_changes_refused, self.nulls,
+                   self.errors, self.abandoned, self.late_writes, self.release_not_1,
+                   self.zero_validity, self.ready_late_ms, self.finished_late_ms)
+                + (" overlaps_by_yes_votes_of_the_earlier_holder=%s" % self.overlaps_by_yes()
+                   if self.overlap_yes else ""))
+
+    def overlaps_by_yes(self):
+        """{yes votes the earlier holder had: overlaps}, e.g. {3: 30, 5: 1}."""
+        out = {}
+        for y in self.overlap_yes:
+            out[y] = out.get(y, 0) + 1
+        return out
+
+    def row(self, label):
+        """One line of the README's table."""
+        return "| %s | %d | %d | %d |" % (label, self.acquisitions, self.violations, self.fences_checked)
+
+
+def _proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def _resume_paused(procs, pause_s, stop, counter):
+    """A worker that stopped itself (SIGSTOP) is resumed pause_s later."""
+    seen = {}
+    while not stop.is_set() or seen:
+        now = time.monotonic()
+        for p in procs:
+            if p.poll() is not None:
+                seen.pop(p.pid, None)
+                continue
+            if _proc_state(p.pid) == "T":
+                t = seen.setdefault(p.pid, now)
+                if now - t >= pause_s:
+                    os.kill(p.pid, signal.SIGCONT)
+                    del seen[p.pid]
+                    counter.append(now - t)
+            else:
+                seen.pop(p.pid, None)
+        time.sleep(0.005)
 
 
 def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=1500,
-        hold_ms=(1, 8), config=None, faults=None, worker_nodes=None):
+        config=None, faults=None, worker_nodes=None, worker_extra=None, **behaviour):
     """Runs one checker round and returns a Result.
 
     nodes: list of redis:// URLs every worker uses; worker_nodes: optional
-    list (one entry per worker) of URL lists instead (for a split-brain
-    control). config: redlock_config settings for every worker. faults:
-    optional callable(stop_event) run in a thread during the run; it should
-    return when stop_event is set (and leave the nodes usable)."""
+    list of URL lists instead, used in turn by the workers (for a
+    split-brain control). config: redlock_config settings for every worker.
+    worker_extra: optional list of dicts merged into the spec of the
+    workers in turn. behaviour: spec entries for every worker (see
+    checker_worker.py): hold_ms, long_p, nearly_all_p, pause_p, extend_p,
+    long_hold, long_hold_p, reenter_p, churn_p, fresh_conn_every; HOLD_MIX
+    by default. faults: optional callable(stop_event, until) run in a
+    thread during the run; it should return when stop_event is set (and
+    leave the nodes usable)."""
     d = tempfile.mkdtemp(prefix="redlock-checker-")
     counter = os.path.join(d, "counter")
     marker = os.path.join(d, "marker")
+    fence_db = os.path.join(d, "fences.db")
+    fence_store.Store.create(fence_db)
     with open(counter, "w") as f:
         f.write("0\n")
     procs = []
     stop = threading.Event()
-    fault_thread = None
+    threads = []
     fault_error = []
+    pauses = []
     try:
         start_at = time.monotonic() + 0.5 + 0.05 * workers    # time to load
         until = start_at + seconds
         for i in range(workers):
             urls = worker_nodes[i % len(worker_nodes)] if worker_nodes else nodes
-            spec = {"name": "w%d" % i, "nodes": ",".join(urls), "ext": EXT,
-                    "config": config or {}, "resource": resource, "ttl_ms": ttl_ms,
-                    "wait_ms": wait_ms, "hold_ms": list(hold_ms), "counter": counter,
-                    "marker": marker, "start_at": start_at, "until": until}
-            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)],
+            spec = dict(HOLD_MIX)
+            spec.update(behaviour)
+            spec.update({"name": "w%d" % i, "nodes": ",".join(urls), "ext": EXT,
+                         "config": config or {}, "resource": resource, "ttl_ms": ttl_ms,
+                         "wait_ms": wait_ms, "counter": counter, "marker": marker,
+                         "fence_db": fence_db, "start_at": start_at, "until": until})
+            if worker_extra:
+                spec.update(worker_extra[i % len(worker_extra)])
+            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True))
+        if behaviour.get("pause_p") or any(e.get("pause_p") for e in worker_extra or ()):
+            t = threading.Thread(target=_resume_paused, daemon=True,
+                                 args=(procs, ttl_ms / 1000.0 * 1.5, stop, pauses))
+            t.start()
+            threads.append(t)
         if faults:
             def fault_main():
                 try:
@@ -120,10 +247,11 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
                     faults(stop, until)
                 except BaseException as e:          # reported after the run
                     fault_error.append(e)
-            fault_thread = threading.Thread(target=fault_main, daemon=True)
-            fault_thread.start()
+            t = threading.Thread(target=fault_main, daemon=True)
+            t.start()
+            threads.append(t)
         reports = []
-        limit = until + wait_ms / 1000.0 + 20
+        limit = until + wait_ms / 1000.0 + 30
         for p in procs:
             try:
                 out, err = p.communicate(timeout=max(1.0, limit - time.monotonic()))
@@ -134,20 +262,142 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
                                      % (p.returncode, err.strip()[-2000:]))
             reports.append(json.loads(out.strip().splitlines()[-1]))
         stop.set()
-        if fault_thread:
-            fault_thread.join(30)
+        for t in threads:
+            t.join(30)
         if fault_error:
             raise AssertionError("fault injection failed: %r" % (fault_error[0],))
         with open(counter) as f:
             final = int(f.read().strip())
-        return Result(reports, final, seconds)
+        return Result(reports, final, seconds, fence_store.read_log(fence_db), len(pauses))
     finally:
         stop.set()
         for p in procs:
             if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                except OSError:
+                    pass
                 p.kill()
                 p.wait()
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# Faults: each returns a callable(stop, until) for run(faults=...), and logs
+# what it did into `log` so a test can check the fault really happened.
+# ---------------------------------------------------------------------------
+
+def rotating_minorities(n, size):
+    """Groups of `size` nodes out of n, in turn: (0,1), (2,3), (4,0), ..."""
+    i = 0
+    while True:
+        yield [(i + k) % n for k in range(size)]
+        i += size
+
+
+def _rotate(n, size, bad_s, gap_s, log, on, off):
+    """on(i) for a rotating group of `size` of n nodes, off(i) bad_s later,
+    gap_s of calm, the next group; each group is logged."""
+    def faults(stop, until):
+        for group in rotating_minorities(n, size):
+            if stop.is_set() or time.monotonic() + bad_s + 0.1 > until:
+                return
+            for i in group:
+                on(i)
+            log.append(group)
+            stop.wait(bad_s)
+            for i in group:
+                off(i)
+            stop.wait(gap_s)
+    return faults
+
+
+def kill_restart(cluster, ttl_ms, log, size=2, down_s=None, gap_s=0.15):
+    """kill -9 a rotating minority and restart it (without persistence)
+    after down_s (default: after the TTL)."""
+    down_s = ttl_ms / 1000.0 * 1.25 if down_s is None else down_s
+    return _rotate(len(cluster), size, down_s, gap_s, log,
+                   lambda i: cluster[i].kill9(), lambda i: cluster[i].restart())
+
+
+def stop_cont(cluster, log, size=2, hung_s=0.5, gap_s=0.1):
+    """SIGSTOP a rotating group of nodes, SIGCONT it hung_s later."""
+    return _rotate(len(cluster), size, hung_s, gap_s, log,
+                   lambda i: cluster[i].stop(), lambda i: cluster[i].cont())
+
+
+def proxy_mode(proxies, log, apply, size=2, bad_s=0.5, gap_s=0.1):
+    """apply(proxy) on a rotating group of proxies, back to pass bad_s later."""
+    return _rotate(len(proxies), size, bad_s, gap_s, log,
+                   lambda i: apply(proxies[i]), lambda i: proxies[i].pass_())
+
+
+def resets(proxies, log, max_size=3, seed=None):
+    """Every 30-120 ms, RST every connection of 1..max_size random nodes
+    (a majority sometimes) for 5-30 ms: resets land in the middle of
+    commands and replies."""
+    rng = random.Random(seed)
+
+    def faults(stop, until):
+        while not stop.is_set() and time.monotonic() < until:
+            group = rng.sample(range(len(proxies)), rng.randint(1, max_size))
+            for i in group:
+                proxies[i].reset()
+            log.append(group)
+            stop.wait(rng.uniform(0.005, 0.03))
+            for i in group:
+                proxies[i].pass_()
+            stop.wait(rng.uniform(0.03, 0.12))
+    return faults
+
+
+# A forward clock jump of `jump` ms on a node takes that much off the
+# remaining life of every key there (a node whose clock runs fast does the
+# same, gradually). One atomic script per jump, on the lock key only: the
+# fencing counter lives for days, a jump of a TTL does not touch it.
+JUMP_SCRIPT = ("local t = redis.call('pttl', KEYS[1]) "
+               "if t > 0 then if t <= tonumber(ARGV[1]) then redis.call('del', KEYS[1]) return 2 end "
+               "redis.call('pexpire', KEYS[1], t - tonumber(ARGV[1])) return 1 end return 0")
+
+
+def clock_jumps(cluster, which, key, ttl_ms, log, seed=None):
+    """At random moments (every 10-60 ms), each node in `which` jumps its
+    clock forward by 30-100 % of the TTL; log gets one entry per jump that
+    shortened or expired a live lock key."""
+    rng = random.Random(seed)
+
+    def faults(stop, until):
+        while not stop.is_set() and time.monotonic() < until:
+            for i in which:
+                try:
+                    r = cluster[i].cmd("EVAL", JUMP_SCRIPT, 1, key,
+                                       int(ttl_ms * rng.uniform(0.3, 1.0)))
+                except (OSError, ConnectionError):
+                    continue
+                if r:
+                    log.append(i)
+            stop.wait(rng.uniform(0.01, 0.06))
+    return faults
+
+
+def combine(*fault_fns):
+    """Runs several fault callables at once; the first failure is raised."""
+    def faults(stop, until):
+        errors = []
+
+        def one(f):
+            try:
+                f(stop, until)
+            except BaseException as e:
+                errors.append(e)
+        ts = [threading.Thread(target=one, args=(f,), daemon=True) for f in fault_fns]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if errors:
+            raise errors[0]
+    return faults
 
 
 def main(argv):

@@ -1,0 +1,27 @@
+# The mutual-exclusion checker's long runs (issue 10). Included by the Makefile.
+#
+#   make checker    the whole fault matrix (sql-tests/checker_matrix.py): each
+#                   fault for CHECKER_SECONDS (default 10) with 6 worker
+#                   processes on 5 nodes; prints the table fault /
+#                   acquisitions / violations / fences checked; fails when a
+#                   scenario misses its expectation. About 4 minutes.
+#   make mutants    builds the engine with deliberate bugs in build/mutant-*/
+#                   (sql-tests/mutants.py) and runs checker scenarios against
+#                   each: every mutant must be caught, the unchanged baseline
+#                   must pass. About 3 minutes.
+#
+# `make test` runs a few checker scenarios for a shorter time (test_checker.py).
+
+CHECKER_SECONDS ?= 10
+MUTANT_SECONDS  ?= 5
+
+.PHONY: checker mutants
+
+checker: deps
+	@$(MAKE) -s redlock.so
+	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_matrix.py $(CHECKER_ARGS)
+
+mutants: deps
+	@$(MAKE) -s redlock.so
+	@CC="$(CC)" MUTANT_FLAGS="$(RLFLAGS) $(CFLAGS)" MUTANT_LIBS="$(LIBS)" MUTANT_SECONDS=$(MUTANT_SECONDS) \
+	  /usr/bin/python3 sql-tests/mutants.py $(MUTANTS)

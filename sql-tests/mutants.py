@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Mutation testing: is the checker able to catch a broken engine?
+
+For each mutant, copies src/ and ext/ to build/mutant-NAME/, applies its
+textual changes (each must match exactly once, or this fails loudly: the
+code moved and the mutant must be updated), builds redlock.so there with
+the project's flags, and runs checker scenarios against it (REDLOCK_EXT).
+A mutant is caught when a scenario misses its expectation. The baseline
+(no change) is built and run the same way and must pass: that is what
+makes a caught mutant mean something.
+
+    /usr/bin/python3 sql-tests/mutants.py [NAME ...] [--seconds S] [--list]
+
+`make mutants` runs it with the compiler and flags of the Makefile
+(CC, MUTANT_FLAGS, MUTANT_LIBS in the environment).
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BUILD = os.path.join(REPO, "build")
+
+# The scenarios each build runs (checker_matrix.py names): contention with
+# split votes, holders paused past their TTL that then check, release or
+# extend (with the lock contended, and mostly free), and acquisitions
+# slowed by their links while others are fast.
+SCENARIOS = ["clean", "client_pauses", "client_pauses_idle", "slow_client_links"]
+
+# name -> (what is broken, [(file, old, new), ...])
+MUTANTS = {
+    "baseline": ("nothing: the engine as it is (must pass)", []),
+    "validity-not-reduced": (
+        "validity = ttl: not reduced by the time the attempt took nor by the drift allowance",
+        [("src/rl_lock.c",
+          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);\n"
+          "        if (r.yes >= out->quorum && validity > 0) {\n            count_votes(out, &r);",
+          "int64_t validity = ttl_ms * 1000 + 0 * drift_us(c, ttl_ms);\n"
+          "        if (r.yes >= out->quorum && validity > 0) {\n            count_votes(out, &r);"),
+         ("src/rl_lock.c",
+          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);\n"
+          "        count_votes(out, &r);",
+          "int64_t validity = ttl_ms * 1000 + 0 * drift_us(c, ttl_ms);\n        count_votes(out, &r);")]),
+    "quorum-half": (
+        "quorum N/2 instead of N/2 + 1",
+        [("src/rl_client.c", "return c->n / 2 + 1;", "return c->n / 2;")]),
+    "release-no-compare": (
+        "release (and cleanup) deletes the key without comparing the token",
+        [("src/rl_scripts.h",
+          "\"if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) \"",
+          "\"if true then redis.call('del',KEYS[1]) \"")]),
+    "extend-revives": (
+        "extend re-creates an expired key (and the session no longer refuses an expired lock)",
+        [("src/rl_scripts.h",
+          "\"if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \"",
+          "\"local v = redis.call('get',KEYS[1]) if v and v ~= ARGV[1] then return 0 end \" "
+          "\"if not v then redis.call('set',KEYS[1],ARGV[1]) end \""),
+         ("src/rl_session.c",
+          "if (ours && left_ms(&s->held[i]) == 0) {",
+          "if (ours && left_ms(&s->held[i]) < 0) {")]),
+}
+
+
+def patch(root, changes):
+    for rel, old, new in changes:
+        path = os.path.join(root, rel)
+        with open(path) as f:
+            text = f.read()
+        n = text.count(old)
+        if n != 1:
+            raise SystemExit("mutants: %s: the text to change occurs %d times (must be once); "
+                             "the code moved, update the mutant:\n%s" % (rel, n, old))
+        with open(path, "w") as f:
+            f.write(text.replace(old, new))
+
+
+def build(name):
+    root = os.path.join(BUILD, "mutant-" + name)
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    for d in ("src", "ext"):
+        shutil.copytree(os.path.join(REPO, d), os.path.join(root, d))
+    patch(root, MUTANTS[name][1])
+    cc = shlex.split(os.environ.get("CC") or "cc")
+    flags = shlex.split(os.environ.get("MUTANT_FLAGS") or
+                        "-std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Isrc -O2 -g")
+    libs = shlex.split(os.environ.get("MUTANT_LIBS") or "-lhiredis -lpthread")
+    srcs = sorted("src/" + f for f in os.listdir(os.path.join(root, "src")) if f.endswith(".c"))
+    srcs += sorted("ext/" + f for f in os.listdir(os.path.join(root, "ext")) if f.endswith(".c"))
+    r = subprocess.run(cc + flags + ["-shared", "-o", "redlock.so"] + srcs + libs, cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("mutants: %s does not build:\n%s" % (name, r.stderr[-3000:]))
+    return os.path.join(root, "redlock")
+
+
+def run_scenarios(ext, seconds):
+    """Runs the scenarios against ext; returns (exit status, MISSED lines, table rows)."""
+    env = dict(os.environ, REDLOCK_EXT=ext)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
+                        "--only", ",".join(SCENARIOS)], env=env, capture_output=True, text=True,
+                       timeout=600)
+    lines = r.stdout.splitlines()
+    missed = [x for x in lines if x.startswith("MISSED")]
+    rows = [x for x in lines if x.startswith("| ") and not x.startswith("| fault")]
+    if r.returncode != 0 and not missed:
+        missed = ["the run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]]
+    return r.returncode, missed, rows
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("MUTANT_SECONDS", 5)))
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args(argv)
+    if a.list:
+        for k, (what, _) in MUTANTS.items():
+            print("%-22s %s" % (k, what))
+        return 0
+    names = a.names or list(MUTANTS)
+    for n in names:
+        if n not in MUTANTS:
+            raise SystemExit("mutants: no mutant %r (see --list)" % n)
+    results, bad = [], []
+    t0 = time.monotonic()
+    for name in names:
+        ext = build(name)
+        rc, missed, rows = run_scenarios(ext, a.seconds)
+        caught = rc != 0
+        want_caught = name != "baseline"
+        verdict = ("caught" if caught else "NOT CAUGHT") if want_caught else ("passes" if not caught else "FAILS")
+        print("== %s (%s): %s" % (name, MUTANTS[name][0], verdict), flush=True)
+        for x in rows + missed:
+            print("   " + x, flush=True)
+        results.append((name, verdict, "; ".join(m[len("MISSED "):] for m in missed) or "-"))
+        if caught != want_caught:
+            bad.append(name)
+    print()
+    print("| build | verdict | what the checker found |")
+    print("|---|---|---|")
+    for name, verdict, why in results:
+        print("| %s | %s | %s |" % (name, verdict, why))
+    print("\n%d builds in %.0f s; %s" % (len(results), time.monotonic() - t0,
+                                        "all as required" if not bad else "WRONG: " + ", ".join(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
