@@ -112,7 +112,7 @@ class Result:
         def total(key):
             return sum(r.get(key, 0) for r in reports)
         for key in ("acquisitions", "completed", "overlaps", "nulls", "errors", "release_not_1",
-                    "extends", "extends_lost", "reentries", "reentry_wrong", "paused",
+                    "extends", "extensions", "extends_lost", "reentries", "reentry_wrong", "paused",
                     "loss_seen", "loss_unseen", "abandoned", "late_writes", "node_changes",
                     "node_changes_refused", "zero_validity"):
             setattr(self, key, total(key))
@@ -138,13 +138,13 @@ class Result:
         return ("checker %-24s workers=%d seconds=%.1f acquisitions=%d violations=%d "
                 "(interval_overlaps=%d lost_updates=%d overlaps=%d fence_disorder=%d "
                 "stale_accepted=%d loss_unseen=%d) fences_checked=%d stale_rejected=%d "
-                "paused=%d loss_seen=%d extends=%d reentries=%d node_changes=%d/%d refused "
+                "paused=%d loss_seen=%d extends=%d extensions=%d reentries=%d node_changes=%d/%d refused "
                 "nulls=%d errors=%d abandoned=%d late_writes=%d release_not_1=%d "
                 "zero_validity=%d ready_late_ms=%d finished_late_ms=%d"
                 % (label, self.workers, self.seconds, self.acquisitions, self.violations,
                    self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
                    self.stale_accepted, self.loss_unseen, self.fences_checked,
-                   self.stale_rejected, self.paused, self.loss_seen, self.extends,
+                   self.stale_rejected, self.paused, self.loss_seen, self.extends, self.extensions,
                    self.reentries, self.node_changes, self.node_changes_refused, self.nulls,
                    self.errors, self.abandoned, self.late_writes, self.release_not_1,
                    self.zero_validity, self.ready_late_ms, self.finished_late_ms)

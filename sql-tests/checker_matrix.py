@@ -160,7 +160,7 @@ def extends_during_faults(seconds):
         log = []
         extra = [{"config": dict(FAST_RECONNECT)}, {"config": dict(FAST_RECONNECT, auto_extend=1)}]
         res = _run(_urls(c), seconds, faults=checker.kill_restart(c, TTL_MS, log),
-                   worker_extra=extra, long_hold=2.5, long_hold_p=0.3, extend_p=0.3, pause_p=0.04)
+                   worker_extra=extra, long_hold=2.5, long_hold_p=0.5, extend_p=0.3, pause_p=0.04)
         return Outcome(res, "safe", len(log))
 
 

@@ -63,7 +63,7 @@ class Worker:
         self.store = fence_store.Store(spec["fence_db"])
         self.out = {"name": self.me, "pid": os.getpid(), "acquisitions": 0, "completed": 0,
                     "overlaps": 0, "nulls": 0, "errors": 0, "error_samples": [],
-                    "release_not_1": 0, "extends": 0, "extends_lost": 0, "reentries": 0,
+                    "release_not_1": 0, "extends": 0, "extensions": 0, "extends_lost": 0, "reentries": 0,
                     "reentry_wrong": 0, "paused": 0, "loss_seen": 0, "loss_unseen": 0,
                     "abandoned": 0, "late_writes": 0, "node_changes": 0,
                     "node_changes_refused": 0, "zero_validity": 0, "holds": []}
@@ -285,6 +285,10 @@ class Worker:
             self.store.write(fence, hid, "end")
         if marker_ok:
             self.drop_marker(hid, lost)
+        if not lost:
+            # extensions of this hold as the engine counts them (explicit and automatic)
+            n = self.one("SELECT coalesce(max(extensions), 0) FROM redlock_locks WHERE resource = ?", res)
+            self.out["extensions"] += n
         t_rel = time.monotonic()
         hold["end"] = min(hold["lease_end"], t_rel)
         if not hold["released"]:
