@@ -33,7 +33,8 @@ static void reset_node(rl_node *n) {
     n->is_replica = 0;
     n->duplicate_of = 0;
     n->run_id[0] = '\0';
-    n->guard_until_us = 0;
+    n->info_known = n->role_known = 0;
+    n->uptime_ms = -1;
     n->last_error[0] = '\0';
 }
 

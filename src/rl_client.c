@@ -210,11 +210,11 @@ int rl_client_remove_node(rl_client *c, int64_t id) {
     return i >= 0 ? 0 : -1;
 }
 
-static const char *state_name(const rl_node *node, int64_t now) {
+static const char *state_name(const rl_client *c, const rl_node *node, int64_t now) {
     if (node->health == RL_HEALTH_DOWN) return "down";
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
-    if (node->guard_until_us > now) return "restarting";
+    if (node->conn && node->info_known && rl_node_guard_left_us(c, node, now) > 0) return "restarting";
     if (node->health == RL_HEALTH_IDLE) return "idle";
     return "up";
 }
@@ -228,7 +228,7 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
         if (rl_endpoint_copy(&out->ep, &node->ep) == 0) {
             out->id = node->id;
             out->timeout_ms = rl_node_timeout_us(c, node) / 1000;
-            out->state = state_name(node, rl_now_us());
+            out->state = state_name(c, node, rl_now_us());
             snprintf(out->last_error, sizeof out->last_error, "%s", node->last_error);
             rc = 0;
         }
@@ -261,6 +261,10 @@ void rl_client_forget_after_fork(rl_client *c) {
 
 int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n) {
     return (n->ep.timeout_ms > 0 ? n->ep.timeout_ms : c->set.timeout_ms) * 1000;
+}
+
+int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms) {
+    return (int64_t)((double)ttl_ms * 1000.0 * c->set.drift_factor) + 2000;
 }
 
 int rl_client_quorum(const rl_client *c) {

@@ -48,7 +48,10 @@ typedef struct rl_node {
     int is_replica;
     int64_t duplicate_of;   /* id of a node that is the same server, or 0 */
     char run_id[48];
-    int64_t guard_until_us; /* restart guard: no yes vote before this */
+    int info_known;         /* INFO (run_id) read on the current connection */
+    int role_known;         /* ROLE read on the current connection */
+    int64_t uptime_ms;      /* the server's uptime as INFO said it, or -1 */
+    int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
     char last_error[256];
 } rl_node;
 
@@ -60,7 +63,8 @@ typedef struct rl_settings {
     char *key_prefix;         /* owned, NUL-terminated, "" by default */
     int64_t fencing;          /* 1 */
     int64_t fence_ttl_ms;     /* 7 days; 0: the counter never expires */
-    int64_t restart_guard;    /* 0 */
+    int64_t restart_guard;    /* 0: off; 1: on; more: on, with at least this
+                                 many ms as the largest TTL any client uses */
     int64_t reconnect_min_ms; /* 100 */
     int64_t reconnect_max_ms; /* 5000 */
     int64_t auto_extend;      /* 0 */
@@ -86,7 +90,7 @@ typedef struct rl_client {
     int64_t next_id;
     rl_settings set;
     uint64_t op;         /* counts operations; tags replies */
-    int64_t max_ttl_ms;  /* largest TTL used so far (restart guard) */
+    int64_t max_ttl_ms;  /* largest TTL used so far (restart guard, stale connections) */
     rl_fenced_op recent_fenced[RL_RECENT_FENCED];
     int recent_next;
 } rl_client;
@@ -157,9 +161,20 @@ void rl_node_mark_up(rl_node *node);
 /* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
 
-/* Why a yes from node must not count (replica, duplicate, restart guard),
- * written into why; 0 when it counts. guard_applies: acquire and extend. */
+/* Why a yes from node must not count (its INFO or ROLE not read on this
+ * connection, replica, duplicate, restart guard), written into why; 0 when
+ * it counts. guard_applies: acquire and extend. */
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen);
+
+/* With restart_guard on: how many more microseconds node must have been up
+ * before its yes counts for a call now (0: it counts; INT64_MAX: its uptime
+ * is unknown). The guard period is the largest TTL this connection has used
+ * (the current call's included) or restart_guard's own value if larger,
+ * plus the drift allowance. 0 when the guard is off. */
+int64_t rl_node_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us);
+
+/* The drift allowance for a TTL: ttl * drift_factor + 2 ms, in microseconds. */
+int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms);
 
 /* The AUTH command for node into argv (AUTH [user] password; a user name
  * alone logs in with an empty password, as ACL users marked nopass do).

@@ -35,24 +35,32 @@ static void remember(rl_client *c, uint64_t op, const char *fkey, size_t fkeylen
     *slot = (rl_fenced_op){.op = op, .fence = fence, .fkey = copy, .fkeylen = fkeylen, .fence_ttl_ms = ttl};
 }
 
-void rl_fence_writeback(rl_client *c, const rl_round *r, const char *fkey, size_t fkeylen, long long fence,
-                        int64_t fence_ttl_ms) {
+int rl_fence_writeback(rl_client *c, const rl_round *r, const char *fkey, size_t fkeylen, long long fence,
+                       int64_t fence_ttl_ms, char *why, size_t whylen) {
     remember(c, r->op, fkey, fkeylen, fence, fence_ttl_ms);
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0;
-    for (int i = 0; only && i < c->n; i++)
-        if (r->votes[i].state == RL_V_YES && r->votes[i].value < fence) only[i] = 1, lagging++;
-    if (lagging && votes) {
+    int lagging = 0, stored = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        if (r->votes[i].value >= fence) stored++;
+        else if (only) only[i] = 1, lagging++;
+    }
+    if (lagging && votes && only) {
         writeback_cmd w;
         writeback_make(&w, fkey, fkeylen, fence, fence_ttl_ms);
         rl_round wb = {.kind = RL_K_WRITEBACK, .argc = 6, .argv = w.argv, .lens = w.lens, .only = only,
                        .wait_all = 1, .quorum = lagging, .votes = votes};
         rl_round_run(c, &wb);
+        stored += wb.yes;
+        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
+    } else if (lagging) {
+        snprintf(why, whylen, "out of memory");
     }
     free(only);
     free(votes);
+    return stored;
 }
 
 void rl_fence_late_yes(rl_client *c, rl_node *node, uint64_t op, long long value) {

@@ -59,6 +59,9 @@ static void extend_one(rl_session *s, int i) {
     memcpy(res, h->res, reslen + 1);
     memcpy(token, h->token, sizeof token);
     h->next_extend_us = INT64_MAX; /* in flight */
+    /* Once this extend has run the key lives at least this long, maybe less
+     * than an extend of the owner's, with a longer TTL, made meanwhile. */
+    h->inflight_until_us = now + ttl * 1000 - h->drift_us;
     pthread_mutex_unlock(&s->mu);
 
     rl_outcome o;
@@ -69,7 +72,15 @@ static void extend_one(rl_session *s, int i) {
     i = find_token(s, token);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
+    h->inflight_until_us = 0;
     now = rl_now_us();
+    if (o.op <= h->op) {
+        /* A later call (the owner's extend) decided after this one was sent:
+         * its result stands, whatever this one says. */
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + h->ttl_ms * 1000 / 3;
+        return;
+    }
+    if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;

@@ -99,10 +99,6 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
-static int64_t drift_us(const rl_client *c, int64_t ttl_ms) {
-    return (int64_t)((double)ttl_ms * 1000.0 * c->set.drift_factor) + 2000;
-}
-
 static void count_votes(rl_outcome *out, const rl_round *r) {
     out->yes = r->yes;
     out->no = r->no;
@@ -166,16 +162,25 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .guard_applies = 1,
                       .votes = votes};
         rl_round_run(c, &r);
-        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);
-        if (r.yes >= out->quorum && validity > 0) {
-            count_votes(out, &r);
-            long long fence = 0;
+        int64_t end_us = r.end_us;
+        int64_t validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
+        long long fence = 0;
+        int stored = 0;
+        char wb_why[512] = "";
+        if (r.yes >= out->quorum && validity > 0 && fenced) {
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
-            if (fenced) rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl);
+            /* The number is ours to hand out only once a quorum stores it. */
+            stored = rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl, wb_why, sizeof wb_why);
+            end_us = rl_now_us();
+            validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
+        }
+        int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
+        if (r.yes >= out->quorum && validity > 0 && !fence_short) {
+            count_votes(out, &r);
             out->fence = fence;
             out->validity_ms = validity / 1000;
-            out->valid_until_us = r.end_us + validity;
+            out->valid_until_us = end_us + validity;
             out->status = RL_OK;
             break;
         }
@@ -183,11 +188,17 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         const char *rel_argv[6];
         size_t rel_lens[6];
         rl_round_cleanup(c, &r, release_cmd(&k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
-        if (r.yes >= out->quorum) {
+        if (fence_short) {
+            count_votes(out, &r);
+            finish(out, RL_NO_QUORUM,
+                   "fencing number %lld could be stored on only %d of the %d nodes needed, so it was not handed out "
+                   "and the lock was given back: %s",
+                   fence, stored, out->quorum, wb_why);
+        } else if (r.yes >= out->quorum) {
             count_votes(out, &r);
             finish(out, RL_NO_QUORUM,
                    "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
-                   (long long)((r.end_us - r.start_us) / 1000), (long long)ttl_ms);
+                   (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
         } else {
             not_done(c, &r, out, "held elsewhere");
         }
@@ -215,6 +226,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
+    out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     keys_free(&k);
     free(votes);
@@ -249,6 +261,7 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
         keys_free(&k);
         free(votes);
     }
+    out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     return out->status;
 }
@@ -274,7 +287,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .strict_no = 1, .votes = votes};
         rl_round_run(c, &r);
-        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);
+        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
         count_votes(out, &r);
         if (r.yes >= out->quorum && validity > 0) {
             out->validity_ms = validity / 1000;
@@ -296,6 +309,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         keys_free(&k);
         free(votes);
     }
+    out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     return out->status;
 }

@@ -29,6 +29,9 @@ typedef struct rl_outcome {
     long long fence;         /* OK acquire with fencing on: the fence number */
     int nodes, quorum, yes, no, fail;
     int attempts;
+    uint64_t op;             /* the client's operation count when the call ended: of
+                                two calls on one client, the later one on the wire
+                                has the larger op (rounds run one at a time) */
     char msg[1024];          /* why, for every status but OK */
 } rl_outcome;
 

@@ -60,6 +60,9 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     }
     node->conn = conn;
     node->auth_failed = 0;
+    /* What INFO and ROLE said belongs to the connection they came on: until
+     * they have answered on this one, the node may be another server. */
+    node->info_known = node->role_known = 0;
     return 0;
 }
 
@@ -116,12 +119,24 @@ static int info_field(const char *text, const char *name, char *out, size_t outl
 static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
-    if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0) return;
-    int64_t now = rl_now_us();
-    int restarted = node->run_id[0] && strcmp(node->run_id, run_id) != 0;
+    if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
     snprintf(node->run_id, sizeof node->run_id, "%s", run_id);
+    node->info_known = 1;
 
-    /* The same server listed twice gets one vote: the lower id keeps it. */
+    /* Kept whether or not the guard is on now, so turning it on later judges
+     * this connection too. A server that restarted has a new run_id and a
+     * new uptime: what its new connection reads replaces the old. */
+    node->uptime_ms = -1;
+    if (info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
+        long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
+        if (up_s < 0) up_s = 0;
+        if (up_s > 10000000000LL) up_s = 10000000000LL; /* 300 years: far above any TTL, and no overflow below */
+        node->uptime_ms = (int64_t)up_s * 1000; /* whole seconds, rounded down: never more than the truth */
+        node->uptime_at_us = rl_now_us();
+    }
+
+    /* The same server listed twice: the lower id shows as the one that votes
+     * (within a round, only the first of them to answer counts, rl_round.c). */
     node->duplicate_of = 0;
     for (int i = 0; i < c->n; i++) {
         rl_node *o = c->nodes[i];
@@ -130,8 +145,8 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
             if (!node->duplicate_of || o->id < node->duplicate_of) node->duplicate_of = o->id;
         } else if (!o->duplicate_of || node->id < o->duplicate_of) {
             o->duplicate_of = node->id;
-            /* Fix (issue 3): say why on the other row too, or a duplicate whose
-             * INFO came first shows no reason in redlock_nodes.last_error. */
+            /* Say why on the other row too, or a duplicate whose INFO came
+             * first shows no reason in redlock_nodes.last_error. */
             snprintf(o->last_error, sizeof o->last_error,
                      "same server as node %lld (run_id %.12s...); its votes do not count", (long long)node->id, run_id);
         }
@@ -139,16 +154,6 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     if (node->duplicate_of)
         snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %.12s...); its votes do not count",
                  (long long)node->duplicate_of, run_id);
-
-    if (c->set.restart_guard && info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
-        long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
-        if (up_s < 0) up_s = 0;
-        if (up_s > INT64_MAX / 1000) up_s = INT64_MAX / 1000;
-        int64_t up_ms = (int64_t)up_s * 1000, hold_ms = 0;
-        if (restarted) hold_ms = c->max_ttl_ms;
-        if (up_ms < c->max_ttl_ms && c->max_ttl_ms - up_ms > hold_ms) hold_ms = c->max_ttl_ms - up_ms;
-        if (hold_ms > 0) node->guard_until_us = now + hold_ms * 1000;
-    }
 }
 
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r) {
@@ -170,6 +175,7 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         break;
     case RL_K_ROLE:
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
+            node->role_known = 1;
             node->is_replica = strcmp(r->element[0]->str, "master") != 0;
             if (node->is_replica)
                 snprintf(node->last_error, sizeof node->last_error, "node is a %s, not a master; its votes do not count",
@@ -179,7 +185,24 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
+int64_t rl_node_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us) {
+    if (!c->set.restart_guard) return 0;
+    if (node->uptime_ms < 0) return INT64_MAX;
+    /* A lock a node forgot in a restart was set before the restart, so it
+     * ends at most one TTL (plus drift) after it: a node up for longer than
+     * the largest TTL any client uses can have forgotten none still valid. */
+    int64_t period_ms = c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard;
+    int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
+    int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
+    return up_us < need_us ? need_us - up_us : 0;
+}
+
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
+    if (!node->info_known || !node->role_known) {
+        snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
+                              "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
+        return 1;
+    }
     if (node->duplicate_of) {
         snprintf(why, whylen, "same server as node %lld; its vote does not count", (long long)node->duplicate_of);
         return 1;
@@ -188,10 +211,17 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
-    int64_t now = rl_now_us();
-    if (guard_applies && c->set.restart_guard && node->guard_until_us > now) {
-        snprintf(why, whylen, "node restarted recently; restart_guard holds its vote for %lld ms more",
-                 (long long)((node->guard_until_us - now + 999) / 1000));
+    int64_t left = guard_applies ? rl_node_guard_left_us(c, node, rl_now_us()) : 0;
+    if (left == INT64_MAX) {
+        snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");
+        return 1;
+    }
+    if (left > 0) {
+        snprintf(why, whylen,
+                 "node restarted recently; restart_guard holds its yes vote for %lld ms more (it must be up longer "
+                 "than the largest TTL, %lld ms, plus drift)",
+                 (long long)((left + 999) / 1000),
+                 (long long)(c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard));
         return 1;
     }
     return 0;

@@ -40,6 +40,22 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
 
+/* Whether another node's answer of the same kind (state) already counts in
+ * round r and came from the same server as node i (same run_id): one
+ * server gets one vote, whichever of its rows answers first, even before
+ * both rows' INFO replies are in to mark one of them a duplicate. */
+static int same_server_counted(const rl_client *c, const rl_round *r, int i, int state, char *why, size_t whylen) {
+    const rl_node *node = c->nodes[i];
+    if (!node->run_id[0]) return 0;
+    for (int j = 0; j < c->n; j++) {
+        if (j == i || r->votes[j].state != state || strcmp(c->nodes[j]->run_id, node->run_id) != 0) continue;
+        snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose vote counts already; this one does not",
+                 (long long)c->nodes[j]->id, node->run_id);
+        return 1;
+    }
+    return 0;
+}
+
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(node);
@@ -67,6 +83,8 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     int blocked = 0;
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
         rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
+        state = RL_V_FAIL, blocked = 1;
+    if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* Fix (issue 3): a connection whose AUTH or SELECT failed is not the user
      * or database the node was configured with, yet on a server whose default

@@ -56,12 +56,17 @@ void rl_session_free(rl_session *s) {
     free(s);
 }
 
+int64_t rl_held_until_us(const rl_held *h) {
+    if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
+    return h->valid_until_us;
+}
+
 /* Whole milliseconds of validity left (0 when lost or under 1 ms). Every
  * decision and every reader uses this one measure, so a lock that
  * redlock_validity reports as 0 is never handed back or extended. */
 static int64_t left_ms(const rl_held *h) {
     if (h->lost) return 0;
-    int64_t left = (h->valid_until_us - rl_now_us()) / 1000;
+    int64_t left = (rl_held_until_us(h) - rl_now_us()) / 1000;
     return left > 0 ? left : 0;
 }
 
@@ -101,9 +106,11 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->reslen = reslen;
     memcpy(h->token, token, RL_TOKEN_LEN + 1);
     h->ttl_ms = ttl_ms;
+    h->drift_us = rl_client_drift_us(s->client, ttl_ms); /* settings change only on this thread */
     h->valid_until_us = o->valid_until_us;
     h->fence = o->fence;
     h->count = 1;
+    h->op = o->op;
     h->yes_nodes = o->yes;
     s->nheld++;
     if (auto_extend) {
@@ -139,14 +146,22 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
             pthread_mutex_unlock(&s->mu);
             return RL_OK;
         }
-        forget(s, i); /* expired or lost: take it anew */
+        /* Expired or lost: taken anew below. Its holds are not forgotten: they
+         * stay counted, as lost ones, so each of their releases says "lost". */
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
     rl_status st = rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
     if (st == RL_OK) {
         pthread_mutex_lock(&s->mu);
+        int old = find(s, res, reslen);
         int rc = remember(s, res, reslen, token, ttl_ms, out, auto_extend);
+        if (rc == 0 && old >= 0) {
+            rl_held *h = &s->held[s->nheld - 1];
+            h->lost_holds = s->held[old].count;
+            h->count += h->lost_holds;
+            forget(s, old);
+        }
         pthread_mutex_unlock(&s->mu);
         if (rc != 0) {
             rl_outcome tmp;
@@ -158,6 +173,31 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
         }
     }
     return st;
+}
+
+/* Gives back one hold of held lock i that is not its last live one (s->mu
+ * held; released before returning): RL_OK when the lock is still valid for
+ * the holds left, RL_REFUSED when the hold belonged to a lock that was lost.
+ * Returns -1 (nothing done, s->mu still held) when this hold is the last
+ * live hold of a valid lock and the lock itself must be released. */
+static int give_back_hold(rl_session *s, int i, rl_outcome *out) {
+    rl_held *h = &s->held[i];
+    int live = h->count - h->lost_holds;
+    if (live > 1 && left_ms(h) > 0) {
+        h->count--;
+        out->status = RL_OK;
+        pthread_mutex_unlock(&s->mu);
+        return RL_OK;
+    }
+    if (live > 0) return -1;
+    /* Only holds of a lock that was lost (and given back) are left. */
+    h->count--;
+    h->lost_holds--;
+    if (h->count == 0) forget(s, i);
+    pthread_mutex_unlock(&s->mu);
+    out->status = RL_REFUSED;
+    snprintf(out->msg, sizeof out->msg, "the lock had been lost before it was released");
+    return RL_REFUSED;
 }
 
 rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
@@ -176,15 +216,26 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
             out->status = RL_MISUSE;
             return RL_MISUSE;
         }
-        if (s->held[i].count > 1 && left_ms(&s->held[i]) > 0) {
-            s->held[i].count--;
-            pthread_mutex_unlock(&s->mu);
-            out->status = RL_OK;
-            return RL_OK;
-        }
+        int done = give_back_hold(s, i, out);
+        if (done >= 0) return (rl_status)done;
         memcpy(mine, s->held[i].token, sizeof mine);
         token = mine;
         toklen = RL_TOKEN_LEN;
+        rl_held *h = &s->held[i];
+        if (h->count > 1) {
+            /* The lock goes now, but outer holds are left: they stay listed, as
+             * lost, so their own releases say so instead of "holds none". */
+            was_lost = left_ms(h) == 0;
+            h->count--;
+            h->lost_holds = h->count;
+            if (!h->lost) {
+                h->lost = 1;
+                snprintf(h->lost_why, sizeof h->lost_why, "%s",
+                         was_lost ? "its validity ran out while it was held"
+                                  : "an inner hold released the lock taken anew after the outer hold's had expired");
+            }
+            i = -1; /* kept */
+        }
     }
     if (i >= 0 && same_token(&s->held[i], token, toklen)) {
         /* Gone from this session before the network call: the keeper stops extending it now.
@@ -238,16 +289,28 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     rl_status st = rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
-    if (i >= 0 && same_token(&s->held[i], token, toklen)) {
+    /* Only the later of two extends (this one and the keeper's) decides:
+     * its PEXPIRE ran last on the nodes, whichever of them gets here last. */
+    if (i >= 0 && same_token(&s->held[i], token, toklen) && out->op > s->held[i].op) {
         rl_held *h = &s->held[i];
+        if (st == RL_OK || st == RL_REFUSED) h->op = out->op;
         if (st == RL_OK) {
             h->valid_until_us = out->valid_until_us;
             h->ttl_ms = ttl_ms;
+            h->drift_us = rl_client_drift_us(s->client, ttl_ms);
             h->extensions++;
             if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
+    }
+    i = find(s, res, reslen);
+    if (st == RL_OK && i >= 0 && same_token(&s->held[i], token, toklen) && rl_held_until_us(&s->held[i]) < out->valid_until_us) {
+        /* The keeper's extend, sent after this one with the TTL from before,
+         * may shorten the key again: say only what is sure. */
+        out->valid_until_us = rl_held_until_us(&s->held[i]);
+        int64_t left = (out->valid_until_us - rl_now_us()) / 1000;
+        out->validity_ms = left > 0 ? left : 0;
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -297,6 +360,10 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
     rl_held *rows = calloc(n > 0 ? (size_t)n : 1, sizeof *rows);
     for (int i = 0; rows && i < n; i++) {
         rows[i] = s->held[i];
+        rows[i].valid_until_us = rl_held_until_us(&s->held[i]);
+        /* The row is about the lock taken last; holds of an earlier, lost lock
+         * on the name show only once they are all that is left. */
+        if (rows[i].count > rows[i].lost_holds) rows[i].count -= rows[i].lost_holds;
         rows[i].res = malloc(s->held[i].reslen + 1);
         if (!rows[i].res) {
             rl_session_snapshot_free(rows, i);

@@ -22,8 +22,18 @@ typedef struct rl_held {
     char token[RL_TOKEN_LEN + 1];
     int64_t ttl_ms;
     int64_t valid_until_us;  /* rl_now_us() at which our validity ends */
+    int64_t drift_us;        /* the drift allowance for ttl_ms */
+    int64_t inflight_until_us; /* while the keeper's extend is on its way (else 0):
+                                  the least the key lives once it has run, which may
+                                  be less than valid_until_us when the owner extended
+                                  it meanwhile for longer; validity counts the lesser */
     long long fence;
     int count;               /* acquisitions not yet released */
+    int lost_holds;          /* of count, the oldest ones: holds of an earlier lock on
+                                res that expired or was lost before it was taken anew */
+    uint64_t op;             /* rl_outcome.op of the acquire or extend whose
+                                validity valid_until_us is: a call that ended
+                                with a smaller op is older and decides nothing */
     int yes_nodes;
     int64_t extensions;
     int auto_extend;         /* the keeper extends it at about ttl/3 */
@@ -43,6 +53,10 @@ typedef struct rl_session {
     int keeper_running, keeper_stop;
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
 } rl_session;
+
+/* When h's validity ends as this session knows it: valid_until_us, or
+ * sooner while a keeper extend with a shorter TTL is on its way. */
+int64_t rl_held_until_us(const rl_held *h);
 
 /* A new session with a new client; NULL on OOM. */
 rl_session *rl_session_new(void);

@@ -24,7 +24,7 @@ static const setting table[] = {
     {"key_prefix", RL_SETTING_TEXT, OFF(key_prefix), 0, 1024, "text of at most 1024 bytes"},
     {"fencing", RL_SETTING_INT, OFF(fencing), 0, 1, "0 or 1"},
     {"fence_ttl_ms", RL_SETTING_INT, OFF(fence_ttl_ms), 0, INT64_C(315360000000), "milliseconds from 0 (never expires) to 315360000000"},
-    {"restart_guard", RL_SETTING_INT, OFF(restart_guard), 0, 1, "0 or 1"},
+    {"restart_guard", RL_SETTING_INT, OFF(restart_guard), 0, RL_TTL_MAX_MS, "0 (off), 1 (on) or the largest TTL in ms any client of these nodes uses (up to 2147483647)"},
     {"reconnect_min_ms", RL_SETTING_INT, OFF(reconnect_min_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
