@@ -49,7 +49,12 @@ static void classify(const rl_reply *r, int depth) {
             char why[300];
             long long value = -12345;
             memset(why, 'Z', sizeof why);
-            int st = rl_vote_classify(kind, r, &value, why, lens[li]);
+            /* A password and a token the reply must never show; every other
+             * round as a late reply, whose text is withheld. */
+            rl_secrets sec = {.s = {"S3cret-pw", "0123456789abcdef0123456789abcdef"}, .len = {9, 32}, .n = 2,
+                              .withhold = li == 3};
+            int st = rl_vote_classify(kind, r, &sec, &value, why, lens[li]);
+            FUZZ_CHECK(!strstr(why, "S3cret") && !strstr(why, "012345"), "a secret in reason '%s'", why);
             FUZZ_CHECK(st == RL_V_YES || st == RL_V_NO || st == RL_V_FAIL, "state %d", st);
             FUZZ_CHECK(memchr(why, '\0', lens[li]) != NULL, "reason not terminated within %zu bytes", lens[li]);
             FUZZ_CHECK(why[lens[li]] == 'Z', "reason written past its buffer of %zu bytes", lens[li]);

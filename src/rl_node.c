@@ -9,6 +9,7 @@
 
 #include "rl_clock.h"
 #include "rl_random.h"
+#include "rl_text.h"
 
 void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
     int v6 = strchr(node->ep.host, ':') != NULL;
@@ -151,18 +152,35 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     }
 }
 
+/* "<what><server text>" into last_error, the password masked (AUTH carried
+ * it, and a server may echo it anywhere) and the text cleaned. */
+static void server_said(rl_node *node, const char *what, const char *text, size_t len) {
+    rl_secrets sec = {.n = 0};
+    if (node->ep.password) {
+        sec.s[0] = node->ep.password;
+        sec.len[0] = strlen(node->ep.password);
+        sec.n = 1;
+    }
+    int k = snprintf(node->last_error, sizeof node->last_error, "%s", what);
+    if (k > 0 && (size_t)k < sizeof node->last_error)
+        rl_text_from_server(node->last_error + k, sizeof node->last_error - (size_t)k, text, len, &sec);
+}
+
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r) {
     int is_err = r->type == REDIS_REPLY_ERROR;
+    char what[64];
     switch (kind) {
     case RL_K_AUTH:
         node->auth_failed = is_err;
-        if (is_err) snprintf(node->last_error, sizeof node->last_error, "AUTH failed: %s", r->str);
+        if (is_err) server_said(node, "AUTH failed: ", r->str, r->len);
         break;
     case RL_K_SELECT:
         /* Fix (issue 3): a failed SELECT leaves the connection on database 0;
          * like a failed AUTH, its yes votes must not count (rl_round.c). */
-        if (is_err && !node->auth_failed) /* after a failed AUTH, that is the reason to show */
-            snprintf(node->last_error, sizeof node->last_error, "SELECT %d failed: %s", node->ep.db, r->str);
+        if (is_err && !node->auth_failed) { /* after a failed AUTH, that is the reason to show */
+            snprintf(what, sizeof what, "SELECT %d failed: ", node->ep.db);
+            server_said(node, what, r->str, r->len);
+        }
         if (is_err) node->auth_failed = 1;
         break;
     case RL_K_INFO:
@@ -171,9 +189,12 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     case RL_K_ROLE:
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
             node->is_replica = strcmp(r->element[0]->str, "master") != 0;
-            if (node->is_replica)
+            if (node->is_replica) {
+                char role[32];
+                rl_text_from_server(role, sizeof role, r->element[0]->str, r->element[0]->len, NULL);
                 snprintf(node->last_error, sizeof node->last_error, "node is a %s, not a master; its votes do not count",
-                         r->element[0]->str);
+                         role);
+            }
         }
         break;
     }
