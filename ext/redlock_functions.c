@@ -209,6 +209,18 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else sqlite3_result_null(ctx);
 }
 
+/* 1 when setting name to v would make fewer yes votes enough than now
+ * (unsafe_test_quorum 0 means a majority of the nodes). */
+static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
+    rl_setting_value old;
+    char err[64];
+    if (strcmp(name, "unsafe_test_quorum") != 0 || sqlite3_value_type(v) != SQLITE_INTEGER ||
+        rl_setting_get(c, name, &old, err, sizeof err) != 0)
+        return 0;
+    int64_t majority = rl_client_node_count(c) / 2 + 1, want = sqlite3_value_int64(v);
+    return (want > 0 ? want : majority) < (old.i > 0 ? old.i : majority);
+}
+
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!called_directly(ctx, "redlock_config")) return;
     rl_client *c = state_of(ctx)->session->client;
@@ -228,13 +240,13 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     int type = rl_setting_type(name);
     rl_setting_value v = {.type = type};
-    /* Held locks were taken with the key prefix and on the nodes whose votes
-     * count now; they are released and extended the same way. */
-    if (argc > 1 && (strcmp(name, "key_prefix") == 0 || strcmp(name, "unsafe_test_quorum") == 0) &&
+    /* Held locks were taken with the key prefix and the quorum in force now;
+     * they are released and extended the same way, never with fewer votes. */
+    if (argc > 1 && (strcmp(name, "key_prefix") == 0 || fewer_votes(c, name, argv[1])) &&
         rl_session_holds_any(state_of(ctx)->session)) {
-        redlock_result_error(ctx, "%s cannot change while this connection holds locks (even lost or expired ones: "
+        redlock_result_error(ctx, "%s cannot %s while this connection holds locks (even lost or expired ones: "
                                   "they were taken with the value in force now); release them first, e.g. SELECT "
-                                  "redlock_release_all()", name);
+                                  "redlock_release_all()", name, strcmp(name, "key_prefix") == 0 ? "change" : "lower the votes needed");
         return;
     }
     if (argc > 1) {

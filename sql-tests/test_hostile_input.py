@@ -232,10 +232,21 @@ def test_node_edit_refused_while_holding_expired_lock():
     check(is_token(value(con, "SELECT redlock_acquire('short', 30)")), "acquired")
     h.wait_until(lambda: value(con, "SELECT validity_ms FROM redlock_locks") == 0, what="the lock to expire")
     redlock_error(con, WRITES[1], contains=("redlock_release_all()",))
-    redlock_error(con, "SELECT redlock_config('unsafe_test_quorum', 1)", contains=("redlock_release_all()",))
     value(con, "SELECT redlock_release_all()")
     con.execute(WRITES[1])
-    eq(value(con, "SELECT redlock_config('unsafe_test_quorum', 1)"), 1, "setting after release")
+    eq(len(ports(con)), 2, "after releasing, the INSERT works")
+
+
+def test_quorum_not_lowered_while_holding():
+    c = h.shared_cluster(3)
+    con = h.connect(c)
+    check(is_token(value(con, "SELECT redlock_acquire('q', 10000)")), "acquired with 2 of 3")
+    redlock_error(con, "SELECT redlock_config('unsafe_test_quorum', 1)", contains=("redlock_release_all()",))
+    eq(value(con, "SELECT redlock_config('unsafe_test_quorum', 3)"), 3, "raising the votes needed is allowed")
+    redlock_error(con, "SELECT redlock_config('unsafe_test_quorum', 0)", contains=("redlock_release_all()",))
+    check(value(con, "SELECT redlock_extend('q', 10000)") > 0, "extended with 3 of 3")
+    value(con, "SELECT redlock_release_all()")
+    eq(value(con, "SELECT redlock_config('unsafe_test_quorum', 1)"), 1, "lowering after release")
 
 
 def test_reacquire_after_node_switch_asks_new_nodes():
