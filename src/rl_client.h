@@ -13,6 +13,7 @@
 
 #include "rl_conn.h"
 #include "rl_endpoint.h"
+#include "rl_text.h"
 
 /* What a tagged command is (rl_tag.kind). */
 enum {
@@ -191,6 +192,10 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
  * alone logs in with an empty password, as ACL users marked nopass do).
  * Returns its argc, or 0 when the node needs no AUTH. */
 int rl_node_auth_argv(const rl_node *node, const char *argv[3]);
+
+/* What a command to node may carry that its reply must not show: the
+ * node's password, and token when not NULL (rl_text_from_server). */
+rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen);
 
 /* "node 2 127.0.0.1:6380" into buf. */
 void rl_node_name(const rl_node *node, char *buf, size_t buflen);

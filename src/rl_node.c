@@ -118,6 +118,8 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
     if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0) return;
+    char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
+    rl_text_clean(shown, 13, run_id, strlen(run_id));
     int64_t now = rl_now_us();
     int restarted = node->run_id[0] && strcmp(node->run_id, run_id) != 0;
     snprintf(node->run_id, sizeof node->run_id, "%s", run_id);
@@ -134,12 +136,12 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
             /* Fix (issue 3): say why on the other row too, or a duplicate whose
              * INFO came first shows no reason in redlock_nodes.last_error. */
             snprintf(o->last_error, sizeof o->last_error,
-                     "same server as node %lld (run_id %.12s...); its votes do not count", (long long)node->id, run_id);
+                     "same server as node %lld (run_id %s...); its votes do not count", (long long)node->id, shown);
         }
     }
     if (node->duplicate_of)
-        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %.12s...); its votes do not count",
-                 (long long)node->duplicate_of, run_id);
+        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %s...); its votes do not count",
+                 (long long)node->duplicate_of, shown);
 
     if (c->set.restart_guard && info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
         long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
@@ -152,15 +154,23 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     }
 }
 
+rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen) {
+    rl_secrets sec = {.n = 0};
+    if (node->ep.password) {
+        sec.s[sec.n] = node->ep.password;
+        sec.len[sec.n++] = strlen(node->ep.password);
+    }
+    if (token) {
+        sec.s[sec.n] = token;
+        sec.len[sec.n++] = toklen;
+    }
+    return sec;
+}
+
 /* "<what><server text>" into last_error, the password masked (AUTH carried
  * it, and a server may echo it anywhere) and the text cleaned. */
 static void server_said(rl_node *node, const char *what, const char *text, size_t len) {
-    rl_secrets sec = {.n = 0};
-    if (node->ep.password) {
-        sec.s[0] = node->ep.password;
-        sec.len[0] = strlen(node->ep.password);
-        sec.n = 1;
-    }
+    rl_secrets sec = rl_node_secrets(node, NULL, 0);
     int k = snprintf(node->last_error, sizeof node->last_error, "%s", what);
     if (k > 0 && (size_t)k < sizeof node->last_error)
         rl_text_from_server(node->last_error + k, sizeof node->last_error - (size_t)k, text, len, &sec);
@@ -191,7 +201,8 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
             node->is_replica = strcmp(r->element[0]->str, "master") != 0;
             if (node->is_replica) {
                 char role[32];
-                rl_text_from_server(role, sizeof role, r->element[0]->str, r->element[0]->len, NULL);
+                rl_secrets sec = rl_node_secrets(node, NULL, 0);
+                rl_text_from_server(role, sizeof role, r->element[0]->str, r->element[0]->len, &sec);
                 snprintf(node->last_error, sizeof node->last_error, "node is a %s, not a master; its votes do not count",
                          role);
             }

@@ -40,20 +40,6 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
 
-/* What a command to node may carry that its reply must not show. */
-static rl_secrets node_secrets(const rl_node *node, const char *token, size_t toklen) {
-    rl_secrets sec = {.n = 0};
-    if (node->ep.password) {
-        sec.s[sec.n] = node->ep.password;
-        sec.len[sec.n++] = strlen(node->ep.password);
-    }
-    if (token) {
-        sec.s[sec.n] = token;
-        sec.len[sec.n++] = toklen;
-    }
-    return sec;
-}
-
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(node);
@@ -66,7 +52,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
          * what the node said is still what users see in last_error. */
         long long value;
         char why[256];
-        rl_secrets sec = node_secrets(node, NULL, 0);
+        rl_secrets sec = rl_node_secrets(node, NULL, 0);
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
@@ -78,7 +64,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     }
     rl_vote *v = &r->votes[i];
     char why[sizeof v->why];
-    rl_secrets sec = node_secrets(node, r->secret, r->secretlen);
+    rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
     /* A duplicate's or replica's answer is about another server's data: neither its
      * yes nor its no counts. The restart guard holds back yes votes only. */
