@@ -29,15 +29,18 @@ void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
     int k = snprintf(msg, sizeof msg, "redlock: ");
     vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
     va_end(ap);
+    rl_text_clean_inplace(msg, sizeof msg);
     sqlite3_result_error(ctx, msg, -1);
 }
 
 /* Adds the nodes listed in REDLOCK_NODES, or the default node. */
-static int seed_nodes(rl_client *c, char **pzErrMsg) {
+static int seed_nodes(redlock_state *st, char **pzErrMsg) {
     const char *env = getenv("REDLOCK_NODES");
+    rl_client *c = st->session->client;
     char err[300];
     if (!env) {
         rl_endpoint ep = {.host = "127.0.0.1", .port = 6379};
+        st->default_nodes = 1;
         if (rl_client_add_node(c, &ep, 0, err, sizeof err) > 0) return SQLITE_OK;
         *pzErrMsg = sqlite3_mprintf("redlock: default node 127.0.0.1:6379: %s", err);
         return SQLITE_ERROR;
@@ -79,11 +82,12 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         free(st);
         return SQLITE_NOMEM;
     }
-    int rc = seed_nodes(st->session->client, pzErrMsg);
+    int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));
+    if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* a host name from REDLOCK_NODES */
     redlock_state_unref(st);
     return rc;
 }

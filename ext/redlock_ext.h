@@ -7,6 +7,7 @@
 #include <sqlite3ext.h>
 
 #include "rl_session.h"
+#include "rl_text.h"
 
 #define REDLOCK_VERSION "0.1.0"
 
@@ -16,6 +17,8 @@
 typedef struct redlock_state {
     int refs;
     rl_session *session;
+    int default_nodes;  /* the node list is still the default 127.0.0.1:6379,
+                           REDLOCK_NODES being unset */
 } redlock_state;
 
 /* Takes one more reference and returns st. */
@@ -33,7 +36,8 @@ int redlock_register_nodes_table(sqlite3 *db, redlock_state *st);
 /* Registers the redlock_locks table; SQLITE_OK or an error code. */
 int redlock_register_locks_table(sqlite3 *db, redlock_state *st);
 
-/* Sets an error result "redlock: <msg>" on ctx. */
+/* Sets an error result "redlock: <msg>" on ctx, made safe to show
+ * (rl_text_clean: whole UTF-8 characters, no control characters). */
 void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...);
 
 #endif

@@ -81,13 +81,23 @@ static const char *arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len
     return s;
 }
 
+/* The resource name as a message shows it: its first 64 bytes, cut at a
+ * character boundary. */
+#define NAME(res) rl_text_excerpt((char[72]){0}, 72, (res), strlen(res), 64)
+
 /* Turns a failed outcome into the SQL result: NULL for a refusal, an error otherwise. */
 static void result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o) {
     switch (o->status) {
     case RL_REFUSED: sqlite3_result_null(ctx); break;
     case RL_NOMEM: sqlite3_result_error_nomem(ctx); break;
     case RL_MISUSE: redlock_result_error(ctx, "%s", o->msg); break;
-    default: redlock_result_error(ctx, "could not %s '%.64s': %s", what, res, o->msg); break;
+    default:
+        redlock_result_error(ctx, "could not %s '%s': %s%s", what, NAME(res), o->msg,
+                             ((redlock_state *)sqlite3_user_data(ctx))->default_nodes && o->status == RL_NO_QUORUM
+                                 ? " (REDLOCK_NODES was not set when the extension was loaded, so the default node "
+                                   "127.0.0.1:6379 is used: set REDLOCK_NODES or INSERT INTO redlock_nodes)"
+                                 : "");
+        break;
     }
 }
 
@@ -129,7 +139,7 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     rl_status st = rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else if (st == RL_REFUSED && strict)
-        redlock_result_error(ctx, "could not lock '%.64s' within %lld ms: %s", res, (long long)wait, o.msg);
+        redlock_result_error(ctx, "could not lock '%s' within %lld ms: %s", NAME(res), (long long)wait, o.msg);
     else result_failure(ctx, "lock", res, &o);
 }
 
@@ -192,10 +202,23 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen);
     if (!res) return;
     rl_held h;
-    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0 &&
-        rl_session_validity(state_of(ctx)->session, res, reslen, NULL, 0) > 0)
+    /* An expired or lost lock keeps its number while it is listed: the
+     * protected resource's own check makes a stale number harmless. */
+    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0)
         sqlite3_result_int64(ctx, h.fence);
     else sqlite3_result_null(ctx);
+}
+
+/* 1 when setting name to v would make fewer yes votes enough than now
+ * (unsafe_test_quorum 0 means a majority of the nodes). */
+static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
+    rl_setting_value old;
+    char err[64];
+    if (strcmp(name, "unsafe_test_quorum") != 0 || sqlite3_value_type(v) != SQLITE_INTEGER ||
+        rl_setting_get(c, name, &old, err, sizeof err) != 0)
+        return 0;
+    int64_t majority = rl_client_node_count(c) / 2 + 1, want = sqlite3_value_int64(v);
+    return (want > 0 ? want : majority) < (old.i > 0 ? old.i : majority);
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -207,11 +230,23 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         return;
     }
     const char *name = (const char *)sqlite3_value_text(argv[0]);
+    if (!name) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    if (memchr(name, '\0', (size_t)sqlite3_value_bytes(argv[0]))) {
+        redlock_result_error(ctx, "the setting name must not contain NUL characters");
+        return;
+    }
     int type = rl_setting_type(name);
     rl_setting_value v = {.type = type};
-    if (argc > 1 && strcmp(name, "key_prefix") == 0 && state_of(ctx)->session->nheld > 0) {
-        redlock_result_error(ctx, "key_prefix cannot change while this connection holds locks (their keys carry "
-                                  "the old prefix); release them first, e.g. SELECT redlock_release_all()");
+    /* Held locks were taken with the key prefix and the quorum in force now;
+     * they are released and extended the same way, never with fewer votes. */
+    if (argc > 1 && (strcmp(name, "key_prefix") == 0 || fewer_votes(c, name, argv[1])) &&
+        rl_session_holds_any(state_of(ctx)->session)) {
+        redlock_result_error(ctx, "%s cannot %s while this connection holds locks (even lost or expired ones: "
+                                  "they were taken with the value in force now); release them first, e.g. SELECT "
+                                  "redlock_release_all()", name, strcmp(name, "key_prefix") == 0 ? "change" : "lower the votes needed");
         return;
     }
     if (argc > 1) {
@@ -219,7 +254,16 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);
         else if (type == RL_SETTING_REAL && (t == SQLITE_INTEGER || t == SQLITE_FLOAT)) v.r = sqlite3_value_double(argv[1]);
         else if (type == RL_SETTING_TEXT && t == SQLITE_TEXT) v.text = (char *)sqlite3_value_text(argv[1]);
-        else v.type = -1; /* wrong SQL type: rl_setting_set says what is expected */
+        else {
+            /* wrong SQL type: rl_setting_set says what is expected */
+            static const char *const got[] = {"?", "a whole number", "a real number", "text", "a blob", "NULL"};
+            v.type = -1;
+            v.got = got[t >= 1 && t <= 5 ? t : 0];
+        }
+        if (type == RL_SETTING_TEXT && v.text && memchr(v.text, '\0', (size_t)sqlite3_value_bytes(argv[1]))) {
+            redlock_result_error(ctx, "%s must not contain NUL characters", name);
+            return;
+        }
         if (rl_setting_set(c, name, &v, err, sizeof err) != 0) {
             redlock_result_error(ctx, "%s", err);
             return;

@@ -117,7 +117,11 @@ static int locks_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     case COL_AUTO: sqlite3_result_int(ctx, h->auto_extend); break;
     case COL_STATE: sqlite3_result_text(ctx, h->lost ? "lost" : left > 0 ? "held" : "expired", -1, SQLITE_STATIC); break;
     case COL_LOST_REASON:
-        if (h->lost) sqlite3_result_text(ctx, h->lost_why, -1, SQLITE_TRANSIENT);
+        if (h->lost) {
+            char why[sizeof h->lost_why];
+            rl_text_clean(why, sizeof why, h->lost_why, strlen(h->lost_why));
+            sqlite3_result_text(ctx, why, -1, SQLITE_TRANSIENT);
+        }
         else sqlite3_result_null(ctx);
         break;
     }

@@ -1,7 +1,14 @@
 /* redlock_nodes: the eponymous, writable virtual table of this connection's
  * Redis nodes. INSERT by columns or by url, UPDATE, DELETE; password and the
  * password inside url read back masked; state and last_error show what the
- * last call saw of each node. Rows are copied at the start of a scan. */
+ * last call saw of each node. Rows are copied at the start of a scan.
+ *
+ * A statement that writes the table is all or nothing: xBegin saves the node
+ * list, xCommit drops the copy, xRollback puts it back. SQLite calls them
+ * around every statement that writes the table in autocommit mode; inside
+ * BEGIN ... COMMIT or a savepoint, writes are refused, so the list never
+ * has to follow a transaction's partial rollbacks. Writes are refused too
+ * while this connection holds any lock (rl_session_nodes_begin). */
 #include "redlock_ext.h"
 #include "rl_round.h"
 
@@ -18,6 +25,10 @@ enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEO
 typedef struct nodes_vtab {
     sqlite3_vtab base;
     redlock_state *st;
+    sqlite3 *db;
+    int in_write;          /* between xBegin and xCommit/xRollback */
+    rl_node_list saved;    /* the node list as it was at xBegin */
+    int saved_default;     /* st->default_nodes at xBegin */
 } nodes_vtab;
 
 typedef struct nodes_cursor {
@@ -39,11 +50,17 @@ static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
     if (!vt) return SQLITE_NOMEM;
     memset(vt, 0, sizeof *vt);
     vt->st = aux;
+    vt->db = db;
     *out = &vt->base;
     return SQLITE_OK;
 }
 
 static int nodes_disconnect(sqlite3_vtab *vt) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    if (v->in_write) { /* not expected: SQLite ends every write first */
+        rl_node_list_free(&v->saved);
+        rl_session_nodes_done(v->st->session);
+    }
     sqlite3_free(vt);
     return SQLITE_OK;
 }
@@ -150,6 +167,7 @@ static int nodes_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
 static int vtab_error(sqlite3_vtab *vt, const char *fmt, const char *detail) {
     sqlite3_free(vt->zErrMsg);
     vt->zErrMsg = sqlite3_mprintf(fmt, detail);
+    if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
     return SQLITE_ERROR;
 }
 
@@ -251,10 +269,52 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
     return -1;
 }
 
-static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
-    rl_session_check_fork(((nodes_vtab *)vt)->st->session);
-    rl_client *cl = ((nodes_vtab *)vt)->st->session->client;
+#define IN_TRANSACTION_MSG                                                                                       \
+    "redlock: redlock_nodes cannot be changed inside BEGIN ... COMMIT or a SAVEPOINT (a ROLLBACK would not undo "   \
+    "it); run the statement on its own, outside the transaction%s"
+
+static int nodes_begin(sqlite3_vtab *vt) {
+    nodes_vtab *v = (nodes_vtab *)vt;
     char err[300];
+    rl_session_check_fork(v->st->session);
+    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, IN_TRANSACTION_MSG, "");
+    if (v->in_write) return SQLITE_OK;
+    if (rl_session_nodes_begin(v->st->session, err, sizeof err) != 0) return vtab_error(vt, "redlock: %s", err);
+    if (rl_client_nodes_save(v->st->session->client, &v->saved) != 0) {
+        rl_session_nodes_done(v->st->session);
+        return SQLITE_NOMEM;
+    }
+    v->saved_default = v->st->default_nodes;
+    v->in_write = 1;
+    return SQLITE_OK;
+}
+
+static int nodes_commit(sqlite3_vtab *vt) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    if (!v->in_write) return SQLITE_OK;
+    rl_node_list_free(&v->saved);
+    v->in_write = 0;
+    rl_session_nodes_done(v->st->session);
+    return SQLITE_OK;
+}
+
+static int nodes_rollback(sqlite3_vtab *vt) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    if (!v->in_write) return SQLITE_OK;
+    rl_client_nodes_restore(v->st->session->client, &v->saved);
+    v->st->default_nodes = v->saved_default;
+    return nodes_commit(vt);
+}
+
+static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    rl_session_check_fork(v->st->session);
+    rl_client *cl = v->st->session->client;
+    char err[300];
+    /* xBegin refuses both first; this holds even if SQLite did not call it. */
+    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, IN_TRANSACTION_MSG, "");
+    if (!v->in_write) return vtab_error(vt, "redlock: internal: redlock_nodes written outside a statement%s", "");
+    v->st->default_nodes = 0;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
         return SQLITE_OK;
@@ -309,6 +369,9 @@ static sqlite3_module nodes_module = {
     .xColumn = nodes_column,
     .xRowid = nodes_rowid,
     .xUpdate = nodes_update,
+    .xBegin = nodes_begin,
+    .xCommit = nodes_commit,
+    .xRollback = nodes_rollback,
 };
 
 int redlock_register_nodes_table(sqlite3 *db, redlock_state *st) {

@@ -7,7 +7,9 @@
  * Invariants: no crash, leak or undefined behaviour; a vote is yes only in
  * the exact success shape of its command (never for an error, nil, string
  * or array, never for a set-up or unknown kind); a no or fail always says
- * why, in text without control characters; the reason fits its buffer. */
+ * why, in text without control characters; the reason fits its buffer;
+ * last_error after a set-up reply is valid UTF-8 without control characters
+ * and never shows the node's password, which a server may echo. */
 #include <string.h>
 
 #include "fuzz_common.h"
@@ -21,7 +23,7 @@ static void setup_client(void) {
     char err[300];
     client = rl_client_new();
     FUZZ_CHECK(client, "rl_client_new");
-    rl_endpoint a = {.host = "127.0.0.1", .port = 6379}, b = {.host = "127.0.0.1", .port = 6380};
+    rl_endpoint a = {.host = "127.0.0.1", .port = 6379, .password = "S3cret-pw"}, b = {.host = "127.0.0.1", .port = 6380};
     FUZZ_CHECK(rl_client_add_node(client, &a, 0, err, sizeof err) > 0, "add node: %s", err);
     FUZZ_CHECK(rl_client_add_node(client, &b, 0, err, sizeof err) > 0, "add node: %s", err);
     client->set.restart_guard = 1;
@@ -38,6 +40,19 @@ static void reset_node(rl_node *n) {
     n->last_error[0] = '\0';
 }
 
+/* 1 when s is valid UTF-8 without control characters (C0, DEL, C1). */
+static int clean_text(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : *p >= 0xC2 && *p <= 0xDF ? 2 : *p >= 0xE0 && *p <= 0xEF ? 3 : *p >= 0xF0 && *p <= 0xF4 ? 4 : 0;
+        if (n == 0 || (n == 1 && (*p < 32 || *p == 0x7F)) || (n == 2 && *p == 0xC2 && p[1] < 0xA0)) return 0;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80) return 0;
+        p += n;
+    }
+    return 1;
+}
+
 static int is_lock_kind(int kind) {
     return kind == RL_K_ACQUIRE || kind == RL_K_ACQUIRE_FENCED || kind == RL_K_RELEASE || kind == RL_K_EXTEND ||
            kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP;
@@ -50,7 +65,12 @@ static void classify(const rl_reply *r, int depth) {
             char why[300];
             long long value = -12345;
             memset(why, 'Z', sizeof why);
-            int st = rl_vote_classify(kind, r, &value, why, lens[li]);
+            /* A password and a token the reply must never show; every other
+             * round as a late reply, whose text is withheld. */
+            rl_secrets sec = {.s = {"S3cret-pw", "0123456789abcdef0123456789abcdef"}, .len = {9, 32}, .n = 2,
+                              .withhold = li == 3};
+            int st = rl_vote_classify(kind, r, &sec, &value, why, lens[li]);
+            FUZZ_CHECK(!strstr(why, "S3cret") && !strstr(why, "012345"), "a secret in reason '%s'", why);
             FUZZ_CHECK(st == RL_V_YES || st == RL_V_NO || st == RL_V_FAIL, "state %d", st);
             FUZZ_CHECK(memchr(why, '\0', lens[li]) != NULL, "reason not terminated within %zu bytes", lens[li]);
             FUZZ_CHECK(why[lens[li]] == 'Z', "reason written past its buffer of %zu bytes", lens[li]);
@@ -79,6 +99,8 @@ static void classify(const rl_reply *r, int depth) {
         rl_node_on_setup_reply(client, a, kind, r);
         rl_node_on_setup_reply(client, b, kind, r);
         FUZZ_CHECK(memchr(a->last_error, '\0', sizeof a->last_error), "last_error not terminated");
+        FUZZ_CHECK(clean_text(a->last_error) && clean_text(b->last_error), "last_error not clean: '%s'", a->last_error);
+        FUZZ_CHECK(!strstr(a->last_error, "S3cret"), "the password in last_error: '%s'", a->last_error);
         FUZZ_CHECK(memchr(a->run_id, '\0', sizeof a->run_id), "run_id not terminated");
         if (kind == RL_K_AUTH) FUZZ_CHECK(a->auth_failed == (r->type == REDIS_REPLY_ERROR), "auth_failed");
         char why[256];

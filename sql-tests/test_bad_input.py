@@ -317,7 +317,11 @@ CASES = [
     # -- settings --------------------------------------------------------------
     ("config_unknown", "SELECT redlock_config('nope')", (), Err("unknown setting 'nope'", "timeout_ms")),
     ("config_bad_value", "SELECT redlock_config('timeout_ms', 'x')", (),
-     Err("timeout_ms must be milliseconds from 1 to 600000")),
+     Err("timeout_ms takes a whole number, not text: milliseconds from 1 to 600000")),
+    ("config_prefix_nul", "SELECT redlock_config('key_prefix', ?)", ("pre\x00fix",),
+     Err("key_prefix must not contain NUL characters")),
+    ("config_name_nul", "SELECT redlock_config(?)", ("timeout_ms\x00junk",),
+     Err("the setting name must not contain NUL characters")),
     ("config_null_name", "SELECT redlock_config(NULL)", (), Err("the setting name must be text")),
     ("config_prefix_too_long", "SELECT redlock_config('key_prefix', ?)", ("p" * 1025,),
      Err("key_prefix must be text of at most 1024 bytes")),

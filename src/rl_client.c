@@ -9,6 +9,7 @@
 
 #include "rl_clock.h"
 #include "rl_round.h"
+#include "rl_text.h"
 
 rl_client *rl_client_new(void) {
     rl_client *c = calloc(1, sizeof *c);
@@ -128,6 +129,11 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         snprintf(err, errlen, "a node with id %lld exists already", (long long)id);
         goto out;
     }
+    if (id <= 0 && c->next_id == 0) {
+        snprintf(err, errlen, "no automatic node id is left after %lld; give the id, as in INSERT INTO "
+                              "redlock_nodes(id, host, port) VALUES (2, '10.0.0.2', 6379)", (long long)INT64_MAX);
+        goto out;
+    }
     for (int i = 0; i < c->n; i++)
         if (same_target(&c->nodes[i]->ep, ep)) {
             snprintf(err, errlen, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
@@ -145,7 +151,8 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         c->cap = cap;
     }
     node->id = id > 0 ? id : c->next_id;
-    if (node->id >= c->next_id) c->next_id = node->id + 1;
+    if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
+    node->cfg = ++c->cfg_count;
     c->nodes[c->n++] = node;
     rc = node->id;
     node = NULL;
@@ -185,6 +192,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
     int64_t nid = node->id;
     memset(node, 0, sizeof *node);
     node->id = nid;
+    node->cfg = ++c->cfg_count;
     node->ep = copy;
     node->addr = addr;
     node->addrlen = addrlen;
@@ -196,6 +204,12 @@ out:
     return rc;
 }
 
+/* A node that was the same server as a removed one votes again. */
+static void forget_duplicates_of(rl_client *c, int64_t id) {
+    for (int j = 0; j < c->n; j++)
+        if (c->nodes[j]->duplicate_of == id) c->nodes[j]->duplicate_of = 0;
+}
+
 int rl_client_remove_node(rl_client *c, int64_t id) {
     pthread_mutex_lock(&c->mu);
     int i = find_index(c, id);
@@ -203,11 +217,83 @@ int rl_client_remove_node(rl_client *c, int64_t id) {
         node_free(c->nodes[i]);
         memmove(&c->nodes[i], &c->nodes[i + 1], (size_t)(c->n - i - 1) * sizeof *c->nodes);
         c->n--;
-        for (int j = 0; j < c->n; j++)
-            if (c->nodes[j]->duplicate_of == id) c->nodes[j]->duplicate_of = 0;
+        forget_duplicates_of(c, id);
     }
     pthread_mutex_unlock(&c->mu);
     return i >= 0 ? 0 : -1;
+}
+
+void rl_node_list_free(rl_node_list *list) {
+    for (int i = 0; list->spare && i < list->n; i++) node_free(list->spare[i]);
+    free(list->spare);
+    free(list->slots);
+    free(list->ids);
+    free(list->cfgs);
+    memset(list, 0, sizeof *list);
+}
+
+int rl_client_nodes_save(rl_client *c, rl_node_list *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    out->ids = calloc(n, sizeof *out->ids);
+    out->cfgs = calloc(n, sizeof *out->cfgs);
+    out->spare = calloc(n, sizeof *out->spare);
+    out->slots = calloc(n, sizeof *out->slots);
+    int ok = out->ids && out->cfgs && out->spare && out->slots;
+    for (int i = 0; ok && i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        rl_node *copy = calloc(1, sizeof *copy);
+        out->n = i + 1; /* so rl_node_list_free frees what was made */
+        if (!copy || rl_endpoint_copy(&copy->ep, &node->ep) != 0) {
+            free(copy);
+            ok = 0;
+            break;
+        }
+        copy->id = node->id;
+        copy->cfg = node->cfg;
+        copy->addr = node->addr;
+        copy->addrlen = node->addrlen;
+        out->spare[i] = copy;
+        out->ids[i] = node->id;
+        out->cfgs[i] = node->cfg;
+    }
+    if (ok) {
+        out->n = c->n;
+        out->next_id = c->next_id;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) rl_node_list_free(out);
+    return ok ? 0 : -1;
+}
+
+void rl_client_nodes_restore(rl_client *c, rl_node_list *list) {
+    pthread_mutex_lock(&c->mu);
+    rl_node **now = c->nodes;
+    int n_now = c->n;
+    for (int k = 0; k < list->n; k++) {
+        rl_node *keep = NULL;
+        for (int i = 0; i < n_now && !keep; i++)
+            if (now[i] && now[i]->id == list->ids[k] && now[i]->cfg == list->cfgs[k]) {
+                keep = now[i];
+                now[i] = NULL;
+            }
+        if (!keep) {
+            keep = list->spare[k];
+            list->spare[k] = NULL;
+        }
+        list->slots[k] = keep;
+    }
+    c->nodes = list->slots;
+    c->n = c->cap = list->n;
+    c->next_id = list->next_id;
+    for (int i = 0; i < n_now; i++)
+        if (now[i]) {
+            forget_duplicates_of(c, now[i]->id);
+            node_free(now[i]);
+        }
+    list->slots = now; /* freed with the list */
+    pthread_mutex_unlock(&c->mu);
 }
 
 static const char *state_name(const rl_client *c, const rl_node *node, int64_t now) {
@@ -229,7 +315,7 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
             out->id = node->id;
             out->timeout_ms = rl_node_timeout_us(c, node) / 1000;
             out->state = state_name(c, node, rl_now_us());
-            snprintf(out->last_error, sizeof out->last_error, "%s", node->last_error);
+            rl_text_clean(out->last_error, sizeof out->last_error, node->last_error, strlen(node->last_error));
             rc = 0;
         }
     }

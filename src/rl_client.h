@@ -13,6 +13,7 @@
 
 #include "rl_conn.h"
 #include "rl_endpoint.h"
+#include "rl_text.h"
 
 /* What a tagged command is (rl_tag.kind). */
 enum {
@@ -53,6 +54,8 @@ typedef struct rl_node {
     int64_t uptime_ms;      /* the server's uptime as INFO said it, or -1 */
     int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
     char last_error[256];
+    uint64_t cfg;           /* which configuration (rl_client.cfg_count when
+                               added or last updated) */
 } rl_node;
 
 typedef struct rl_settings {
@@ -87,7 +90,8 @@ typedef struct rl_client {
     pthread_mutex_t mu;
     rl_node **nodes;
     int n, cap;
-    int64_t next_id;
+    int64_t next_id;     /* the next id given automatically; 0: none left */
+    uint64_t cfg_count;  /* node configurations made so far (rl_node.cfg) */
     rl_settings set;
     uint64_t op;         /* counts operations; tags replies */
     int64_t max_ttl_ms;  /* largest TTL used so far (restart guard, stale connections) */
@@ -115,6 +119,29 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
 
 /* Removes node id. Returns 0, or -1 when there is no such node. Takes c->mu. */
 int rl_client_remove_node(rl_client *c, int64_t id);
+
+/* A copy of the node list to go back to (rl_client_nodes_restore). */
+typedef struct rl_node_list {
+    int n;
+    int64_t next_id;
+    int64_t *ids;
+    uint64_t *cfgs;
+    rl_node **spare;  /* an unconnected copy of each node, for nodes that must be made anew */
+    rl_node **slots;  /* room for the restored list, so restoring cannot fail */
+} rl_node_list;
+
+/* Saves the node list into *out. Returns 0, -1 on OOM. Takes c->mu. */
+int rl_client_nodes_save(rl_client *c, rl_node_list *out);
+
+/* Puts the node list back as saved: nodes added since are removed, removed
+ * ones come back (without a connection), updated ones get their saved
+ * endpoint again; a node unchanged since keeps its connection and health.
+ * Cannot fail. Takes c->mu. The list is then only good for
+ * rl_node_list_free. */
+void rl_client_nodes_restore(rl_client *c, rl_node_list *list);
+
+/* Frees a saved list (a zeroed one is fine). */
+void rl_node_list_free(rl_node_list *list);
 
 /* Copies what a reader of the node list sees of node index i. */
 typedef struct rl_node_view {
@@ -180,6 +207,10 @@ int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms);
  * alone logs in with an empty password, as ACL users marked nopass do).
  * Returns its argc, or 0 when the node needs no AUTH. */
 int rl_node_auth_argv(const rl_node *node, const char *argv[3]);
+
+/* What a command to node may carry that its reply must not show: the
+ * node's password, and token when not NULL (rl_text_from_server). */
+rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen);
 
 /* "node 2 127.0.0.1:6380" into buf. */
 void rl_node_name(const rl_node *node, char *buf, size_t buflen);

@@ -99,6 +99,18 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
+/* A TTL within the clock drift allowance can never leave a positive
+ * validity: refuse it up front instead of failing every attempt. */
+static rl_status check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
+    if (ttl_ms * 1000 > rl_client_drift_us(c, ttl_ms)) return RL_OK;
+    int64_t least = ttl_ms;
+    while (least * 1000 <= rl_client_drift_us(c, least)) least++;
+    return finish(out, RL_MISUSE,
+                  "ttl_ms %lld is too short: the clock drift allowance (2 ms + drift_factor %g x ttl_ms) takes all of "
+                  "it; use at least %lld ms, in practice far more than the time to reach the nodes",
+                  (long long)ttl_ms, c->set.drift_factor, (long long)least);
+}
+
 static void count_votes(rl_outcome *out, const rl_round *r) {
     out->yes = r->yes;
     out->no = r->no;
@@ -131,7 +143,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (begin(c, res, reslen, out, &k, &votes) != RL_OK) {
+    if (check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
         pthread_mutex_unlock(&c->mu);
         return out->status;
     }
@@ -160,6 +172,8 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .lens = fenced ? f_lens : set_lens,
                       .quorum = out->quorum,
                       .guard_applies = 1,
+                      .secret = token,
+                      .secretlen = RL_TOKEN_LEN,
                       .votes = votes};
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
@@ -250,7 +264,7 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
         const char *argv[6];
         size_t lens[6];
         rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(&k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens, .quorum = out->quorum,
-                      .strict_no = 1, .votes = votes};
+                      .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
         if (r.yes >= out->quorum) {
             count_votes(out, &r);
@@ -275,7 +289,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+    if (check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
@@ -285,7 +299,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
                          fenced ? toklen : strlen(ttl), strlen(ttl)};
         rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
-                      .guard_applies = 1, .strict_no = 1, .votes = votes};
+                      .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
         int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
         count_votes(out, &r);

@@ -9,6 +9,7 @@
 
 #include "rl_clock.h"
 #include "rl_random.h"
+#include "rl_text.h"
 
 void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
     int v6 = strchr(node->ep.host, ':') != NULL;
@@ -120,6 +121,8 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
     if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
+    char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
+    rl_text_clean(shown, 13, run_id, strlen(run_id));
     snprintf(node->run_id, sizeof node->run_id, "%s", run_id);
     node->info_known = 1;
 
@@ -148,26 +151,51 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
             /* Say why on the other row too, or a duplicate whose INFO came
              * first shows no reason in redlock_nodes.last_error. */
             snprintf(o->last_error, sizeof o->last_error,
-                     "same server as node %lld (run_id %.12s...); its votes do not count", (long long)node->id, run_id);
+                     "same server as node %lld (run_id %s...); its votes do not count", (long long)node->id, shown);
         }
     }
     if (node->duplicate_of)
-        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %.12s...); its votes do not count",
-                 (long long)node->duplicate_of, run_id);
+        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %s...); its votes do not count",
+                 (long long)node->duplicate_of, shown);
+}
+
+rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen) {
+    rl_secrets sec = {.n = 0};
+    if (node->ep.password) {
+        sec.s[sec.n] = node->ep.password;
+        sec.len[sec.n++] = strlen(node->ep.password);
+    }
+    if (token) {
+        sec.s[sec.n] = token;
+        sec.len[sec.n++] = toklen;
+    }
+    return sec;
+}
+
+/* "<what><server text>" into last_error, the password masked (AUTH carried
+ * it, and a server may echo it anywhere) and the text cleaned. */
+static void server_said(rl_node *node, const char *what, const char *text, size_t len) {
+    rl_secrets sec = rl_node_secrets(node, NULL, 0);
+    int k = snprintf(node->last_error, sizeof node->last_error, "%s", what);
+    if (k > 0 && (size_t)k < sizeof node->last_error)
+        rl_text_from_server(node->last_error + k, sizeof node->last_error - (size_t)k, text, len, &sec);
 }
 
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r) {
     int is_err = r->type == REDIS_REPLY_ERROR;
+    char what[64];
     switch (kind) {
     case RL_K_AUTH:
         node->auth_failed = is_err;
-        if (is_err) snprintf(node->last_error, sizeof node->last_error, "AUTH failed: %s", r->str);
+        if (is_err) server_said(node, "AUTH failed: ", r->str, r->len);
         break;
     case RL_K_SELECT:
         /* Fix (issue 3): a failed SELECT leaves the connection on database 0;
          * like a failed AUTH, its yes votes must not count (rl_round.c). */
-        if (is_err && !node->auth_failed) /* after a failed AUTH, that is the reason to show */
-            snprintf(node->last_error, sizeof node->last_error, "SELECT %d failed: %s", node->ep.db, r->str);
+        if (is_err && !node->auth_failed) { /* after a failed AUTH, that is the reason to show */
+            snprintf(what, sizeof what, "SELECT %d failed: ", node->ep.db);
+            server_said(node, what, r->str, r->len);
+        }
         if (is_err) node->auth_failed = 1;
         break;
     case RL_K_INFO:
@@ -177,9 +205,13 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
             node->role_known = 1;
             node->is_replica = strcmp(r->element[0]->str, "master") != 0;
-            if (node->is_replica)
+            if (node->is_replica) {
+                char role[32];
+                rl_secrets sec = rl_node_secrets(node, NULL, 0);
+                rl_text_from_server(role, sizeof role, r->element[0]->str, r->element[0]->len, &sec);
                 snprintf(node->last_error, sizeof node->last_error, "node is a %s, not a master; its votes do not count",
-                         r->element[0]->str);
+                         role);
+            }
         }
         break;
     }

@@ -68,7 +68,10 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
          * what the node said is still what users see in last_error. */
         long long value;
         char why[256];
-        int state = rl_vote_classify(tag->kind, rep, &value, why, sizeof why);
+        rl_secrets sec = rl_node_secrets(node, NULL, 0);
+        /* Its command's token is no longer known: its text is withheld. */
+        sec.withhold = tag->kind != RL_K_WRITEBACK;
+        int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
         if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
         else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
@@ -77,7 +80,8 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     }
     rl_vote *v = &r->votes[i];
     char why[sizeof v->why];
-    int state = rl_vote_classify(tag->kind, rep, &v->value, why, sizeof why);
+    rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
+    int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
     /* A duplicate's or replica's answer is about another server's data: neither its
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;

@@ -28,6 +28,8 @@ typedef struct rl_round {
     int guard_applies;          /* restart guard blocks yes votes (acquire, extend) */
     int strict_no;              /* a refusal needs no votes alone to rule out a
                                    quorum (release, extend: "not ours any more") */
+    const char *secret;         /* the token the command carries: masked in */
+    size_t secretlen;           /* what the nodes answer (rl_text.h) */
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;

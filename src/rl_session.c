@@ -39,6 +39,7 @@ void rl_session_check_fork(rl_session *s) {
     pthread_mutex_init(&s->mu, NULL);
     init_wake(&s->wake);
     s->keeper_running = s->keeper_stop = 0;
+    s->editing_nodes = 0;
     for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
     s->nheld = 0;
     rl_client_forget_after_fork(s->client);
@@ -131,6 +132,13 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
         return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
+    if (s->editing_nodes) {
+        pthread_mutex_unlock(&s->mu);
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
+                                            "take it in a statement of its own");
+        return RL_MISUSE;
+    }
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
@@ -352,6 +360,32 @@ int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out)
     }
     pthread_mutex_unlock(&s->mu);
     return i >= 0 ? 0 : -1;
+}
+
+int rl_session_holds_any(rl_session *s) {
+    pthread_mutex_lock(&s->mu);
+    int any = s->nheld > 0;
+    pthread_mutex_unlock(&s->mu);
+    return any;
+}
+
+int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->nheld;
+    if (n == 0) s->editing_nodes = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (n > 0)
+        snprintf(err, errlen,
+                 "the nodes cannot change while this connection holds %d lock%s (even lost or expired ones: they were "
+                 "taken on the nodes listed now); release them first, e.g. SELECT redlock_release_all()",
+                 n, n == 1 ? "" : "s");
+    return n > 0 ? -1 : 0;
+}
+
+void rl_session_nodes_done(rl_session *s) {
+    pthread_mutex_lock(&s->mu);
+    s->editing_nodes = 0;
+    pthread_mutex_unlock(&s->mu);
 }
 
 int rl_session_snapshot(rl_session *s, rl_held **out) {

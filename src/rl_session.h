@@ -52,6 +52,7 @@ typedef struct rl_session {
     pthread_t keeper;
     int keeper_running, keeper_stop;
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
+    int editing_nodes;  /* between rl_session_nodes_begin and _done */
 } rl_session;
 
 /* When h's validity ends as this session knows it: valid_until_us, or
@@ -98,6 +99,19 @@ int rl_session_release_all(rl_session *s);
  * NULL: the lock it holds; else only if it holds res with that token); 0
  * when expired, lost or unknown. */
 int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen);
+
+/* 1 when this session holds any lock, valid or not (lost and expired locks
+ * stay in its list until released or acquired again), else 0. Takes s->mu. */
+int rl_session_holds_any(rl_session *s);
+
+/* Starts a change of the node list. A lock may only ever be counted on the
+ * nodes it was taken on, so this is refused (-1, why in err) while the
+ * session holds any lock; on 0, no lock can be taken until
+ * rl_session_nodes_done. Takes s->mu. */
+int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen);
+
+/* Ends what rl_session_nodes_begin started. Takes s->mu. */
+void rl_session_nodes_done(rl_session *s);
 
 /* Copies the held locks into a new array (*out, count returned; -1 on OOM);
  * free it with rl_session_snapshot_free. */

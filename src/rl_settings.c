@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rl_lock.h"
+#include "rl_text.h"
 
 typedef struct setting {
     const char *name;
@@ -39,7 +40,9 @@ static const setting *lookup(const char *name) {
 }
 
 static int unknown(const char *name, char *err, size_t errlen) {
-    size_t used = (size_t)snprintf(err, errlen, "unknown setting '%.64s'; the settings are:", name);
+    char shown[72];
+    size_t used = (size_t)snprintf(err, errlen, "unknown setting '%s'; the settings are:",
+                                   rl_text_excerpt(shown, sizeof shown, name, strlen(name), 64));
     for (size_t i = 0; i < NSETTINGS && used < errlen; i++)
         used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", table[i].name);
     return -1;
@@ -72,7 +75,13 @@ int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, char *
 int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, char *err, size_t errlen) {
     const setting *s = lookup(name);
     if (!s) return unknown(name, err, errlen);
-    if (in->type != s->type ||
+    if (in->type != s->type) {
+        static const char *const want[] = {"a whole number", "a number", "text"};
+        snprintf(err, errlen, "%s takes %s, not %s: %s", s->name, want[s->type], in->got ? in->got : "that",
+                 s->hint);
+        return -1;
+    }
+    if (
         (s->type == RL_SETTING_INT && (in->i < s->min || in->i > s->max)) ||
         (s->type == RL_SETTING_REAL && !(in->r >= 0.0 && in->r < 0.5)) ||
         (s->type == RL_SETTING_TEXT && (!in->text || strlen(in->text) > (size_t)s->max))) {

@@ -15,6 +15,7 @@ typedef struct rl_setting_value {
     int64_t i;
     double r;
     char *text;  /* TEXT: owned by whoever filled it (rl_setting_get mallocs) */
+    const char *got; /* type -1: what was given instead, e.g. "text" (for the error) */
 } rl_setting_value;
 
 /* Reads setting name into *out; for TEXT, out->text is malloc'ed and the

@@ -25,7 +25,7 @@ static int unexpected(const rl_reply *r, char *why, size_t whylen) {
     return RL_V_FAIL;
 }
 
-int rl_vote_classify(int kind, const rl_reply *r, long long *value, char *why, size_t whylen) {
+int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long long *value, char *why, size_t whylen) {
     *value = 0;
     why[0] = '\0';
     if (!r) {
@@ -33,10 +33,9 @@ int rl_vote_classify(int kind, const rl_reply *r, long long *value, char *why, s
         return RL_V_FAIL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        /* Error texts from Redis are short; keep them printable. */
-        snprintf(why, whylen, "Redis error: %.*s", (int)(r->len < 180 ? r->len : 180), r->str ? r->str : "");
-        for (char *p = why; *p; p++)
-            if ((unsigned char)*p < 32) *p = ' ';
+        /* A server may echo our arguments (a token, a password) in it. */
+        int k = snprintf(why, whylen, "Redis error: ");
+        if (k > 0 && (size_t)k < whylen) rl_text_from_server(why + k, whylen - (size_t)k, r->str, r->len, sec);
         return RL_V_FAIL;
     }
     switch (kind) {
