@@ -59,7 +59,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PYTHON = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "checker_worker.py")
-EXT = os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlock")
+EXT = os.path.abspath(os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlock"))  # workers run elsewhere
 
 # How a hold is spent, unless a run says otherwise: mostly short, some for a
 # random part of the validity, some for nearly all of it.
@@ -201,7 +201,8 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
     worker_extra: optional list of dicts merged into the spec of the
     workers in turn. behaviour: spec entries for every worker (see
     checker_worker.py): hold_ms, long_p, nearly_all_p, pause_p, extend_p,
-    long_hold, long_hold_p, reenter_p, churn_p, fresh_conn_every; HOLD_MIX
+    long_hold, long_hold_p, reenter_p, churn_p, fresh_conn_every, think_ms,
+    pause_checks; HOLD_MIX
     by default. faults: optional callable(stop_event, until) run in a
     thread during the run; it should return when stop_event is set (and
     leave the nodes usable)."""

@@ -171,7 +171,7 @@ class Worker:
         self.out["paused"] += 1
         hold["paused"] = True
         os.kill(os.getpid(), signal.SIGSTOP)
-        how = self.rng.choice(("validity", "extend", "release"))
+        how = self.rng.choice(self.spec.get("pause_checks", ("validity", "extend", "release")))
         if how == "validity":
             lost = self.one("SELECT redlock_validity(?)", self.res) == 0
         elif how == "extend":

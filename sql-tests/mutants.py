@@ -39,14 +39,14 @@ MUTANTS = {
     "validity-not-reduced": (
         "validity = ttl: not reduced by the time the attempt took nor by the drift allowance",
         [("src/rl_lock.c",
-          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);\n"
-          "        if (r.yes >= out->quorum && validity > 0) {\n            count_votes(out, &r);",
-          "int64_t validity = ttl_ms * 1000 + 0 * drift_us(c, ttl_ms);\n"
-          "        if (r.yes >= out->quorum && validity > 0) {\n            count_votes(out, &r);"),
+          "int64_t validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
+          "int64_t validity = ttl_ms * 1000;"),
          ("src/rl_lock.c",
-          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - drift_us(c, ttl_ms);\n"
-          "        count_votes(out, &r);",
-          "int64_t validity = ttl_ms * 1000 + 0 * drift_us(c, ttl_ms);\n        count_votes(out, &r);")]),
+          "\n            validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
+          "\n            validity = ttl_ms * 1000;"),
+         ("src/rl_lock.c",
+          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
+          "int64_t validity = ttl_ms * 1000;")]),
     "quorum-half": (
         "quorum N/2 instead of N/2 + 1",
         [("src/rl_client.c", "return c->n / 2 + 1;", "return c->n / 2;")]),
