@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock_guard.h"
 #include "rl_settings.h"
 
 SQLITE_EXTENSION_INIT3
@@ -99,22 +100,6 @@ static redlock_state *state_of(sqlite3_context *ctx) {
     return st;
 }
 
-/* SQLITE_DIRECTONLY keeps these functions out of views and triggers, but
- * SQLite 3.40 still runs them in a CHECK constraint or DEFAULT read from a
- * database file's schema. A direct call always names the function in the
- * text of a statement this connection is running; a call from the schema
- * does not. Returns 1 when the call is direct, else sets an error. */
-static int called_directly(sqlite3_context *ctx, const char *name) {
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st)) {
-        const char *sql = sqlite3_stmt_busy(st) ? sqlite3_sql(st) : NULL;
-        if (sql && strcasestr(sql, name)) return 1;
-    }
-    redlock_result_error(ctx, "unsafe use of %s(): it is not in the text of the statement being run (a CHECK "
-                              "constraint or other schema of a database file?); call it directly in SQL", name);
-    return 0;
-}
-
 /* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
  * A refusal is NULL for acquire and an error for lock, so a script run with
  * .bail on stops instead of going on unprotected. */
@@ -134,15 +119,15 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
 }
 
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (called_directly(ctx, "redlock_acquire")) acquire_common(ctx, argc, argv, 0);
+    if (redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE, argc, argv)) acquire_common(ctx, argc, argv, 0);
 }
 
 static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (called_directly(ctx, "redlock_lock")) acquire_common(ctx, argc, argv, 1);
+    if (redlock_guard_allows(ctx, REDLOCK_G_LOCK, argc, argv)) acquire_common(ctx, argc, argv, 1);
 }
 
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_release")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE, argc, argv)) return;
     size_t reslen, toklen = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
@@ -157,7 +142,7 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_extend")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_EXTEND, argc, argv)) return;
     size_t reslen, toklen = 0;
     int64_t ttl;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
@@ -172,9 +157,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_release_all")) return;
-    (void)argc;
-    (void)argv;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
     sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
 }
 
@@ -199,7 +182,7 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_config")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
     rl_client *c = state_of(ctx)->session->client;
     char err[600];
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
@@ -255,8 +238,9 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
     };
-    /* Side effects on the network: never deterministic, never from a view,
-     * trigger or schema of a database file. */
+    /* Side effects on the network: never deterministic (SQLite could
+     * factor a call out), never from a view or trigger (DIRECTONLY); a
+     * CHECK constraint is kept out by redlock_guard. */
     const int flags = SQLITE_UTF8 | SQLITE_DIRECTONLY;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         int rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].nargs, flags, redlock_state_ref(st), fns[i].fn,
