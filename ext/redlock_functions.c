@@ -88,6 +88,10 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     case RL_REFUSED: sqlite3_result_null(ctx); break;
     case RL_NOMEM: sqlite3_result_error_nomem(ctx); break;
     case RL_MISUSE: redlock_result_error(ctx, "%s", o->msg); break;
+    case RL_INTERRUPTED:
+        redlock_result_error(ctx, "interrupted (sqlite3_interrupt) while waiting to %s '%.64s': %s", what, res, o->msg);
+        sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        break;
     default: redlock_result_error(ctx, "could not %s '%.64s': %s", what, res, o->msg); break;
     }
 }
