@@ -14,8 +14,11 @@ SQLite 3.40 itself refuses DEFAULT, triggers, views (DIRECTONLY) and
 generated columns and index expressions (non-deterministic); it does not
 refuse a CHECK constraint: that is the extension's part."""
 
+import json
 import os
+import shutil
 import sqlite3
+import subprocess
 import tempfile
 
 import harness as h
@@ -327,3 +330,60 @@ def test_schema_that_cannot_be_read_fails_closed():
         is_token(value(con, "SELECT redlock_acquire('job', 10000)"), "once the database can be read")
         eq(value(con, "SELECT redlock_release('job')"), 1, "release")
         con.close()
+
+
+# --------------------------------------------------------------------------
+# a recent SQLite (3.50 or later) in Node: better-sqlite3 bundles its own
+# --------------------------------------------------------------------------
+
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
+
+
+def _node_setup():
+    """(node, None) when better-sqlite3 is there, else (None, why). The
+    install runs at import, outside the per-test time limit: the first time
+    it compiles better-sqlite3 (about a minute)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not node or not npm:
+        return None, "node or npm is not installed"
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
+        try:
+            r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            return None, "npm install better-sqlite3 took more than 600 s"
+        if r.returncode != 0:
+            return None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
+    return node, None
+
+
+NODE, NODE_WHY = _node_setup()
+
+
+def test_node_recent_sqlite_check():
+    if NODE is None:
+        print("SKIP test_node_recent_sqlite_check: %s" % NODE_WHY)
+        return
+    c = h.shared_cluster(1)
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, REDLOCK_NODES=h.nodes_env_of(c))
+        r = subprocess.run([NODE, os.path.join(NODE_DIR, "schema_guard.js"), h.EXT_SO, d], cwd=NODE_DIR, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=25)
+        eq(r.returncode, 0, "node schema_guard.js exit status (stderr: %s)" % r.stderr.strip()[-500:])
+        out = json.loads(r.stdout)
+    version = tuple(int(x) for x in out["sqlite_version"].split("."))
+    check(version >= (3, 50, 0), "better-sqlite3 bundles SQLite %s, not 3.50 or later" % out["sqlite_version"])
+    clean = out["cases"]["clean"]
+    check(clean["ok"], "the extension in Node on a clean database: %r" % clean)
+    is_token(clean["value"]["token"], "token in Node")
+    for name in ("acquire_attach", "acquire_main", "config_attach", "config_main"):
+        case = out["cases"][name]
+        step = case.get("statement") or case.get("attach") or case.get("open")
+        check(step is not None and not step["ok"], "%s: the hostile CHECK should be refused: %r" % (name, case))
+        check(any(p in step["error"] for p in CLEAR_ERRORS), "%s: the error should say why: %r" % (name, step))
+        q = case["quorum"]
+        check(q["ok"] and q["value"] == 0 or not q["ok"] and q["error"].startswith("redlock: "),
+              "%s: unsafe_test_quorum after the statement: %r" % (name, q))
+    for n in c:
+        for key in (ATK, JOB):
+            check(not n.cmd("EXISTS", key), "Node: key %r exists on %s" % (key, n.addr))
