@@ -1,6 +1,7 @@
 /* redlock_guard: refuses calls a database file's schema could make (see
  * redlock_guard.h). Each guarded call reads the schema rows of main and of
- * every attached database afresh: nothing is cached, because no key that
+ * every attached database the connection has a transaction open on,
+ * afresh: nothing is cached, because no key that
  * SQLite exposes is sure to change whenever the schema SQLite compiles from
  * does (a database detached and attached again starts its data version
  * anew, an in-memory one can be deserialized over). */
@@ -120,12 +121,25 @@ static int scan_db(sqlite3 *db, int idx, const char *zdb, unsigned want, verdict
     return -1;
 }
 
-/* Scans every database but temp; the first finding ends it. */
+/* Whether database zdb must be scanned: the connection has a transaction
+ * open on it. Code from a database's schema runs only in a statement that
+ * reads or writes a table of that database, and SQLite opens a transaction
+ * on it (checking its schema cookie) before such a statement runs; the one
+ * exception, a view over no table, SQLite refuses by itself. Skipping the
+ * others keeps the guard from opening a read transaction of its own, which
+ * would hold a lock on the file until the calling statement ends (for the
+ * whole of a waiting acquire) and block writers in other processes. Hosts
+ * before 3.34 lack sqlite3_txn_state: there every database is scanned. */
+static int in_use(sqlite3 *db, const char *zdb) {
+    return sqlite3_libversion_number() < 3034000 || sqlite3_txn_state(db, zdb) != SQLITE_TXN_NONE;
+}
+
+/* Scans every database in use but temp; the first finding ends it. */
 static int scan_all(sqlite3 *db, unsigned want, verdict *v) {
     if (sqlite3_libversion_number() >= 3039000) { /* sqlite3_db_name is in the host's API table */
         const char *z;
         for (int i = 0; (z = sqlite3_db_name(db, i)) != NULL; i++) {
-            int r = i == 1 ? 0 : scan_db(db, i, z, want, v);
+            int r = i == 1 || !in_use(db, z) ? 0 : scan_db(db, i, z, want, v);
             if (r != 0) return r;
         }
         return 0;
@@ -136,7 +150,7 @@ static int scan_all(sqlite3 *db, unsigned want, verdict *v) {
         if ((rc = sqlite3_step(st)) != SQLITE_ROW) break;
         int i = sqlite3_column_int(st, 0);
         const char *z = (const char *)sqlite3_column_text(st, 1);
-        if (i != 1) r = z ? scan_db(db, i, z, want, v) : (v->rc = SQLITE_NOMEM, -1);
+        if (i != 1 && (!z || in_use(db, z))) r = z ? scan_db(db, i, z, want, v) : (v->rc = SQLITE_NOMEM, -1);
     }
     sqlite3_finalize(st);
     if (r == 0 && rc != SQLITE_DONE) {
@@ -170,16 +184,17 @@ int redlock_guard_allows(sqlite3_context *ctx, redlock_guarded fn, int argc, sql
                              name, v.db, v.why[0] ? v.why : sqlite3_errstr(v.rc));
     } else if (v.db_index == 0) {
         redlock_result_error(ctx,
-                             "%s() refused: %s '%s' in the schema of the main database names it, and SQLite before "
-                             "3.50 lets a CHECK constraint there call it as if your statement had; drop or redefine "
-                             "that %s, or open another database file",
+                             "%s() refused: this statement uses the main database, whose %s '%s' names it, and SQLite "
+                             "before 3.50 lets a CHECK constraint there call it as if your statement had; drop or "
+                             "redefine that %s, or open another database file",
                              name, v.type, v.obj, v.type);
     } else {
         redlock_result_error(ctx,
-                             "%s() refused: %s '%s' in the schema of attached database '%s' names it, and SQLite "
-                             "before 3.50 lets a CHECK constraint there call it as if your statement had; DETACH "
-                             "DATABASE '%s' (or drop or redefine that %s) and call again",
-                             name, v.type, v.obj, v.db, v.db, v.type);
+                             "%s() refused: this statement uses attached database '%s', whose %s '%s' names it, and "
+                             "SQLite before 3.50 lets a CHECK constraint there call it as if your statement had; "
+                             "call it in a statement that does not use '%s', or DETACH it (or drop or redefine that "
+                             "%s)",
+                             name, v.db, v.type, v.obj, v.db, v.type);
     }
     return 0;
 }

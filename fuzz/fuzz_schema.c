@@ -17,8 +17,9 @@
  * Invariants: no crash, leak or undefined behaviour; no call with the
  * attacker's argument ever gets past the guard (redlock_guard_hook sees
  * every call it lets through); and when the stored schema mentions the
- * function (redlock_guard_mentions), no call of it gets through at all. No
- * node is configured, so nothing touches the network. */
+ * function (redlock_guard_mentions), no call of it gets through in a
+ * statement that uses the hostile database (has a transaction open on it).
+ * No node is configured, so nothing touches the network. */
 #include <sqlite3.h>
 #include <string.h>
 
@@ -57,9 +58,11 @@ static const struct {
 
 static int attacker_ran, calls_passed;
 static redlock_guarded current;
+static sqlite3 *victim;
+static const char *victim_schema; /* where the hostile database is */
 
 static void on_allow(redlock_guarded fn, int argc, sqlite3_value **argv) {
-    if (fn == current) calls_passed++;
+    if (fn == current && sqlite3_txn_state(victim, victim_schema) != SQLITE_TXN_NONE) calls_passed++;
     if (argc > 0 && sqlite3_value_type(argv[0]) == SQLITE_TEXT &&
         strcmp((const char *)sqlite3_value_text(argv[0]), "atk") == 0)
         attacker_ran = 1;
@@ -180,6 +183,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(rc == SQLITE_OK, "deserialize: %d", rc);
 
     current = fns[f].fn;
+    victim = db;
+    victim_schema = attached ? "aux" : "main";
     attacker_ran = calls_passed = 0;
     redlock_guard_hook = on_allow;
     char *user = sqlite3_mprintf("%s('usr'%s", name, fns[f].rest);

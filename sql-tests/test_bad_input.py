@@ -384,20 +384,18 @@ def _run(case):
     eq([n.get(HELD) for n in c], [htok] * len(c), "the holder's key on every node before the case")
     ctx = Ctx(c, htok)
     try:
-        # A hostile file is attached to a configured connection (its schema
-        # names the functions, so none may be called once it is there;
-        # unqualified names in the case's SQL find its objects). A schema
-        # SQLite cannot load fails the ATTACH, which then is the outcome.
-        ctx.con = h.connect(c, timeout_ms=2000)
-        if setup is not None:
+        database = ":memory:"
+        if setup is not None and getattr(setup, "database", False):
+            setup(ctx)
+            database = ctx.path
+        ctx.con = h.connect(c, database=database, timeout_ms=2000)
+        if setup is not None and not getattr(setup, "database", False):
             setup(ctx)
         args = params(ctx) if callable(params) else params
         what = "%s: %s %s" % (name, sql[:60], _describe(args))
 
         t0 = time.monotonic()
         try:
-            if getattr(setup, "database", False):
-                ctx.con.execute("ATTACH ? AS hostile", (ctx.path,))
             rows = ctx.con.execute(sql, args).fetchall()
             result, failed = (rows[0][0] if rows and rows[0] else None), False
         except sqlite3.Error as e:

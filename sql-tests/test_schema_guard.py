@@ -20,6 +20,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
 
 import harness as h
 from harness import check, eq, is_token, value
@@ -279,15 +280,28 @@ def test_clean_database_works_as_before():
         con.close()
 
 
-def test_detach_makes_calls_work_again():
+def test_only_statements_using_the_file_are_refused():
+    """While the file is attached, a statement that uses it cannot call the
+    function; one that does not can (no code of the file can run in it);
+    after DETACH every statement can."""
     c = h.shared_cluster(3)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "hostile.db")
-        make_file(path, ["CREATE TABLE joblog(tok CHECK (coalesce(length(redlock_acquire('atk', 600000)), 1) > 0))"])
+        make_file(path, ["CREATE TABLE joblog(tok CHECK (coalesce(length(redlock_acquire('atk', 600000)), 1) > 0))",
+                         "CREATE TABLE plain(x)"])
         con = h.connect(c)
         con.execute("ATTACH ? AS h", (path,))
-        h.redlock_error(con, "SELECT redlock_acquire('job', 10000)", what="direct call while attached",
-                        contains=("attached database 'h'", "table 'joblog'", "DETACH"))
+        h.redlock_error(con, "INSERT INTO h.plain VALUES (redlock_acquire('job', 10000))",
+                        what="a statement writing the file", contains=("attached database 'h'", "table 'joblog'"))
+        con.execute("INSERT INTO h.plain VALUES (1)")
+        for sql in ("SELECT redlock_acquire('job', 10000) FROM h.plain",
+                    "SELECT redlock_acquire('job', 10000), (SELECT count(*) FROM h.plain)"):
+            h.redlock_error(con, sql, what="a statement reading the file: " + sql,
+                            contains=("attached database 'h'",))
+        tok = is_token(value(con, "SELECT redlock_acquire('job', 10000)"), "a statement not using the file")
+        eq(value(con, "SELECT redlock_release('job', ?)", tok), 1, "release, not using the file")
+        h.settle(con)
+        no_lock_keys(c, "calls while the file is attached")
         con.execute("DETACH h")
         tok = is_token(value(con, "SELECT redlock_acquire('job', 10000)"), "after DETACH")
         eq(value(con, "SELECT redlock_release('job', ?)", tok), 1, "release after DETACH")
@@ -311,24 +325,44 @@ def test_user_temp_trigger_still_works():
     con.close()
 
 
-def test_schema_that_cannot_be_read_fails_closed():
-    """An attached database another process holds locked: the guard cannot
-    read its schema and refuses, saying which database, until it can."""
+def test_waiting_acquire_leaves_attached_files_unlocked():
+    """The guard reads only databases the statement already uses: a long
+    waiting acquire does not hold a read lock on an attached file, so
+    another process can write it meanwhile (rollback-journal mode)."""
     c = h.shared_cluster(1)
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "busy.db")
-        make_file(path, ["CREATE TABLE t(x)"])
+        path = os.path.join(d, "shared.db")
+        make_file(path, ["CREATE TABLE log(x)"])
+        holder = h.connect(c)
+        is_token(value(holder, "SELECT redlock_acquire('busy', 60000)"))
         con = h.connect(c)
-        con.execute("PRAGMA busy_timeout = 0")
-        con.execute("ATTACH ? AS busy", (path,))
-        other = sqlite3.connect(path, isolation_level=None)
-        other.execute("BEGIN EXCLUSIVE")
-        h.redlock_error(con, "SELECT redlock_acquire('job', 10000)", what="acquire with a locked database",
-                        contains=("could not read the schema of database 'busy'", "locked"))
-        other.execute("ROLLBACK")
+        con.execute("ATTACH ? AS shared", (path,))
+        con.execute("CREATE TEMP TABLE got(t)")
+        result = {}
+
+        def wait():
+            # a writing statement (as in a script that keeps its tokens in a
+            # TEMP table): a read transaction it started would last until it ends
+            con.execute("INSERT INTO got SELECT redlock_acquire('busy', 10000, 20000)")
+            result["tok"] = value(con, "SELECT t FROM got")
+
+        t = threading.Thread(target=wait)
+        t.start()
+        h.wait_until(lambda: c[0].cmd("PUBSUB", "NUMSUB", "busy:released")[1] >= 1,
+                     what="the waiter subscribed")
+        other = sqlite3.connect(path, isolation_level=None, timeout=0)
+        try:
+            other.execute("INSERT INTO log VALUES (1)")
+            locked = None
+        except sqlite3.Error as e:
+            locked = str(e)
         other.close()
-        is_token(value(con, "SELECT redlock_acquire('job', 10000)"), "once the database can be read")
-        eq(value(con, "SELECT redlock_release('job')"), 1, "release")
+        eq(value(holder, "SELECT redlock_release('busy')"), 1, "the holder's release")
+        t.join(25)
+        check(not t.is_alive(), "the waiter did not return")
+        eq(locked, None, "another process writing the attached file while the acquire waits")
+        is_token(result.get("tok"), "the waiter's token")
+        eq(value(con, "SELECT redlock_release('busy')"), 1, "the waiter's release")
         con.close()
 
 
