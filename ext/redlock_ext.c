@@ -67,6 +67,19 @@ static int seed_nodes(redlock_state *st, char **pzErrMsg) {
     return SQLITE_OK;
 }
 
+/* The engine's cancel callback: whether sqlite3_interrupt() was called on
+ * the connection (ctx) while the statement that waits runs. The host may
+ * be older than sqlite3_is_interrupted (3.41), but every version stops
+ * preparing at the first space while the flag is set, and the flag stays
+ * set as long as a statement is active: preparing " " answers in about a
+ * microsecond and compiles nothing. */
+static int interrupted(void *ctx) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2((sqlite3 *)ctx, " ", 1, &st, NULL);
+    sqlite3_finalize(st);
+    return rc == SQLITE_INTERRUPT;
+}
+
 /* The entry point SQLite looks for when loading "redlock". */
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi);
@@ -82,6 +95,8 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         free(st);
         return SQLITE_NOMEM;
     }
+    st->session->client->cancel = interrupted;
+    st->session->client->cancel_ctx = db;
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);

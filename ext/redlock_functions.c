@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock_guard.h"
 #include "rl_settings.h"
 
 SQLITE_EXTENSION_INIT3
@@ -91,6 +92,10 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     case RL_REFUSED: sqlite3_result_null(ctx); break;
     case RL_NOMEM: sqlite3_result_error_nomem(ctx); break;
     case RL_MISUSE: redlock_result_error(ctx, "%s", o->msg); break;
+    case RL_INTERRUPTED:
+        redlock_result_error(ctx, "interrupted (sqlite3_interrupt) while waiting to %s '%s': %s", what, NAME(res), o->msg);
+        sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        break;
     default:
         redlock_result_error(ctx, "could not %s '%s': %s%s", what, NAME(res), o->msg,
                              ((redlock_state *)sqlite3_user_data(ctx))->default_nodes && o->status == RL_NO_QUORUM
@@ -107,22 +112,6 @@ static redlock_state *state_of(sqlite3_context *ctx) {
     redlock_state *st = sqlite3_user_data(ctx);
     rl_session_check_fork(st->session);
     return st;
-}
-
-/* SQLITE_DIRECTONLY keeps these functions out of views and triggers, but
- * SQLite 3.40 still runs them in a CHECK constraint or DEFAULT read from a
- * database file's schema. A direct call always names the function in the
- * text of a statement this connection is running; a call from the schema
- * does not. Returns 1 when the call is direct, else sets an error. */
-static int called_directly(sqlite3_context *ctx, const char *name) {
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    for (sqlite3_stmt *st = sqlite3_next_stmt(db, NULL); st; st = sqlite3_next_stmt(db, st)) {
-        const char *sql = sqlite3_stmt_busy(st) ? sqlite3_sql(st) : NULL;
-        if (sql && strcasestr(sql, name)) return 1;
-    }
-    redlock_result_error(ctx, "unsafe use of %s(): it is not in the text of the statement being run (a CHECK "
-                              "constraint or other schema of a database file?); call it directly in SQL", name);
-    return 0;
 }
 
 /* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
@@ -144,15 +133,15 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
 }
 
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (called_directly(ctx, "redlock_acquire")) acquire_common(ctx, argc, argv, 0);
+    if (redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE, argc, argv)) acquire_common(ctx, argc, argv, 0);
 }
 
 static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (called_directly(ctx, "redlock_lock")) acquire_common(ctx, argc, argv, 1);
+    if (redlock_guard_allows(ctx, REDLOCK_G_LOCK, argc, argv)) acquire_common(ctx, argc, argv, 1);
 }
 
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_release")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE, argc, argv)) return;
     size_t reslen, toklen = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
@@ -167,7 +156,7 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_extend")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_EXTEND, argc, argv)) return;
     size_t reslen, toklen = 0;
     int64_t ttl;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
@@ -182,9 +171,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_release_all")) return;
-    (void)argc;
-    (void)argv;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
     sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
 }
 
@@ -222,7 +209,7 @@ static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-    if (!called_directly(ctx, "redlock_config")) return;
+    if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
     rl_client *c = state_of(ctx)->session->client;
     char err[600];
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
@@ -299,8 +286,9 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
     };
-    /* Side effects on the network: never deterministic, never from a view,
-     * trigger or schema of a database file. */
+    /* Side effects on the network: never deterministic (SQLite could
+     * factor a call out), never from a view or trigger (DIRECTONLY); a
+     * CHECK constraint is kept out by redlock_guard. */
     const int flags = SQLITE_UTF8 | SQLITE_DIRECTONLY;
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         int rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].nargs, flags, redlock_state_ref(st), fns[i].fn,

@@ -5,7 +5,7 @@
 
 Seeds are plain files; crash inputs that were fixed are kept beside them as
 regress-* and are never rewritten here. The input formats are those read by
-fuzz_url.c, fuzz_reply.c, fuzz_conn.c and fuzz_nodes.c."""
+fuzz_url.c, fuzz_reply.c, fuzz_conn.c, fuzz_nodes.c and fuzz_schema.c."""
 
 import os
 import struct
@@ -150,6 +150,30 @@ NODES = [b"\x00" + u for u in URLS] + [b"\x04redis://127.0.0.1:6380"] + [
 ]
 
 
+# fuzz_schema: place, function, quoting, case mask, attached, then the text
+# before the attacker's call, a NUL, the text after it (see fuzz_schema.c)
+SCHEMA_WRAPS = [
+    (b"coalesce(length(", b"), 1) > 0"),
+    (b"", b" IS NOT NULL"),
+    (b"1 OR ", b""),
+    (b"CASE WHEN 1 THEN ", b" END"),
+    (b"(SELECT ", b")"),
+    (b"'x' || ", b""),
+    (b"", b" -- redlock_acquire"),
+    (b"1)) /* ", b" */ --"),
+]
+
+
+def schema_seeds():
+    out = []
+    for place in range(12):
+        for fn in range(5):
+            pre, post = SCHEMA_WRAPS[(place + fn) % len(SCHEMA_WRAPS)]
+            quote, mask, attached = (place + fn) % 4, (place * 37 + fn * 11) & 0xFF, (place + fn) & 1
+            out.append(bytes([place, fn, quote, mask, attached]) + pre + b"\x00" + post)
+    return out
+
+
 def write(target, items, prefix=b""):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -170,6 +194,7 @@ def main():
           [b"\x04\x05+OK\r\n$-1\r\n:1\r\n:0\r\n", b"\x00\x00+OK\r\n", b"\x02\x00+OK\r\n+OK\r\n+OK\r\n",
            b"\x01\x00!bad\r\n"])
     write("nodes", NODES)
+    write("schema", schema_seeds())
 
 
 if __name__ == "__main__":

@@ -75,17 +75,19 @@ valgrind: deps
 
 # ---- fuzzing ----------------------------------------------------------------
 
-FUZZ_TARGETS  := url reply conn nodes
+FUZZ_TARGETS  := url reply conn nodes schema
 FUZZ_SECONDS  ?= 60
 FUZZ_CC       ?= clang
 FUZZ_DIR      := build/fuzz
-FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -DSQLITE_CORE $(WARN) -Isrc -Iext -g -O1 -fno-omit-frame-pointer
+FUZZ_CFLAGS   := -std=c11 -D_GNU_SOURCE -DSQLITE_CORE -DREDLOCK_GUARD_HOOK $(WARN) -Isrc -Iext -g -O1 -fno-omit-frame-pointer
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_LIBS     := -Wl,--wrap=getaddrinfo -lsqlite3 $(LIBS)
 FUZZ_DEPS     := $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) $(wildcard fuzz/*.c fuzz/*.h) mk/hardening.mk
-# fuzz_url, fuzz_reply and fuzz_conn need only the engine; fuzz_nodes the
-# extension too (compiled with -DSQLITE_CORE, linked with libsqlite3).
-fuzz_srcs = fuzz/fuzz_$(1).c fuzz/no_dns.c $(ENGINE_SRC) $(if $(filter nodes,$(1)),$(EXT_SRC))
+# fuzz_url, fuzz_reply and fuzz_conn need only the engine; fuzz_nodes and
+# fuzz_schema the extension too (compiled with -DSQLITE_CORE, linked with
+# libsqlite3; -DREDLOCK_GUARD_HOOK lets fuzz_schema see every call the
+# schema guard lets through).
+fuzz_srcs = fuzz/fuzz_$(1).c fuzz/no_dns.c $(ENGINE_SRC) $(if $(filter nodes schema,$(1)),$(EXT_SRC))
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DEPS)
 	@mkdir -p $(@D)

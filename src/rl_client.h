@@ -97,7 +97,13 @@ typedef struct rl_client {
     int64_t max_ttl_ms;  /* largest TTL used so far (restart guard, stale connections) */
     rl_fenced_op recent_fenced[RL_RECENT_FENCED];
     int recent_next;
+    /* Asked every RL_CANCEL_PERIOD_US while an acquire waits (on the
+     * caller's thread, c->mu not held); nonzero ends the wait. NULL: never. */
+    int (*cancel)(void *ctx);
+    void *cancel_ctx;
 } rl_client;
+
+#define RL_CANCEL_PERIOD_US 5000
 
 /* A new client with default settings and no nodes; NULL on OOM. */
 rl_client *rl_client_new(void);

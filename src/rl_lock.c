@@ -233,6 +233,11 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         if (d < 0) d = 0;
         if (now + d > deadline) d = deadline - now;
         woken = rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
+        if (woken < 0) {
+            /* The failed attempt above was cleaned up already: nothing is held. */
+            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
+            break;
+        }
         if (c->n != out->nodes) {
             finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
             break;

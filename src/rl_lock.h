@@ -20,6 +20,7 @@ typedef enum {
     RL_NO_QUORUM,  /* fewer than a quorum of nodes gave an answer */
     RL_MISUSE,     /* bad arguments or no nodes */
     RL_NOMEM,
+    RL_INTERRUPTED, /* the client's cancel callback ended a wait; nothing held */
 } rl_status;
 
 typedef struct rl_outcome {

@@ -145,6 +145,23 @@ out:
     return ready;
 }
 
+/* ppoll in slices of RL_CANCEL_PERIOD_US until wait_us has passed or a
+ * descriptor is ready, asking the client's cancel callback before each.
+ * Returns how many descriptors are ready (0: the wait ended, or ppoll
+ * failed), or -1 when cancelled. Caller does not hold c->mu. */
+static int poll_cancellable(rl_client *c, struct pollfd *pfd, int k, int64_t wait_us) {
+    int64_t deadline = rl_now_us() + wait_us;
+    for (;;) {
+        if (c->cancel && c->cancel(c->cancel_ctx)) return -1;
+        int64_t left = deadline - rl_now_us();
+        if (left <= 0) return 0;
+        if (c->cancel && left > RL_CANCEL_PERIOD_US) left = RL_CANCEL_PERIOD_US;
+        struct timespec ts = {.tv_sec = left / 1000000, .tv_nsec = (long)(left % 1000000) * 1000};
+        int ready = ppoll(pfd, (nfds_t)k, &ts, NULL);
+        if (ready != 0) return ready > 0 ? ready : 0;
+    }
+}
+
 int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us) {
     int n = c->n, k = 0, woken = 0;
     struct pollfd *pfd = calloc(n > 0 ? (size_t)n : 1, sizeof *pfd);
@@ -153,9 +170,9 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
         free(pfd);
         free(who);
         pthread_mutex_unlock(&c->mu);
-        rl_sleep_us(wait_us);
+        int cancelled = poll_cancellable(c, NULL, 0, wait_us) < 0;
         pthread_mutex_lock(&c->mu);
-        return 0;
+        return cancelled ? -1 : 0;
     }
     for (int i = 0; i < n; i++) {
         rl_node *node = c->nodes[i];
@@ -166,9 +183,9 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
     /* Only this thread uses the pub/sub connections; the keeper thread may
      * run its extensions meanwhile. */
     pthread_mutex_unlock(&c->mu);
-    struct timespec ts = {.tv_sec = wait_us / 1000000, .tv_nsec = (long)(wait_us % 1000000) * 1000};
-    int ready = ppoll(pfd, (nfds_t)k, &ts, NULL);
+    int ready = poll_cancellable(c, pfd, k, wait_us);
     pthread_mutex_lock(&c->mu);
+    if (ready < 0) woken = -1;
     for (int j = 0; ready > 0 && j < k; j++) {
         if (!pfd[j].revents || who[j] >= c->n) continue;
         rl_node *node = c->nodes[who[j]];

@@ -23,7 +23,9 @@
 int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen);
 
 /* Waits up to wait_us for a release message on key's channels. Drops
- * c->mu while it waits. Returns 1 when woken by a message, else 0. */
+ * c->mu while it waits. Returns 1 when woken by a message, -1 when the
+ * client's cancel callback said stop (asked every RL_CANCEL_PERIOD_US),
+ * else 0. */
 int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us);
 
 /* Unsubscribes every node without waiting. Caller holds c->mu. */
