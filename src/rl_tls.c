@@ -23,6 +23,7 @@
 
 typedef struct sock_bio {
     int fd;
+    rl_tls_peer *peer;  /* the node this connection belongs to */
     int got_any;
     unsigned char first;
 } sock_bio;
@@ -65,7 +66,6 @@ static int sb_destroy(BIO *b) {
 }
 
 static BIO_METHOD *sb_method;
-static int peer_index = -1;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_globals(void) {
@@ -74,12 +74,25 @@ static void init_globals(void) {
         BIO_meth_set_destroy(m, sb_destroy))
         sb_method = m;
     else BIO_meth_free(m);
-    peer_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* SQLite unloads the extension when the connection that loaded it closes
+ * (every SSL object is gone by then); the next load makes a new method. */
+__attribute__((destructor)) static void free_globals(void) {
+    BIO_meth_free(sb_method);
+    sb_method = NULL;
+}
+
+/* The node of a connection, from its BIO. */
+static rl_tls_peer *peer_of(const SSL *ssl) {
+    BIO *bio = SSL_get_rbio(ssl);
+    const sock_bio *sb = bio ? BIO_get_data(bio) : NULL;
+    return sb ? sb->peer : NULL;
 }
 
 static int ready(char *err, size_t errlen) {
     pthread_once(&init_once, init_globals);
-    if (sb_method && peer_index >= 0) return 0;
+    if (sb_method) return 0;
     snprintf(err, errlen, "TLS: out of memory");
     return -1;
 }
@@ -180,7 +193,7 @@ char *rl_tls_config_key(const rl_tls_config *cfg) {
  * ticket). It is kept for the node's next connection, unless the node's
  * settings changed meanwhile. */
 static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
-    rl_tls_peer *peer = SSL_get_ex_data(ssl, peer_index);
+    rl_tls_peer *peer = peer_of(ssl);
     if (!peer || SSL_get_SSL_CTX(ssl) != peer->ctx || !SSL_SESSION_is_resumable(sess)) return 0;
     SSL_SESSION_free(peer->session);
     peer->session = sess;
@@ -253,12 +266,12 @@ SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, char *err, size_t e
     sock_bio *sb = calloc(1, sizeof *sb);
     if (!ssl || !bio || !sb) goto oom;
     sb->fd = fd;
+    sb->peer = peer;
     BIO_set_data(bio, sb);
     BIO_set_init(bio, 1);
     sb = NULL;
     SSL_set_bio(ssl, bio, bio);
     bio = NULL;
-    SSL_set_ex_data(ssl, peer_index, peer);
     /* An IP address is checked against the certificate's IP entries; a
      * name against its DNS names, and sent as SNI (never an address). */
     char ip[64];
@@ -316,7 +329,7 @@ static const char *verify_hint(long v) {
 /* Describes why an SSL call with result rc failed, into err. */
 static void describe(SSL *ssl, int rc, const char *what, char *err, size_t errlen) {
     int e = SSL_get_error(ssl, rc);
-    rl_tls_peer *peer = SSL_get_ex_data(ssl, peer_index);
+    rl_tls_peer *peer = peer_of(ssl);
     if (e == SSL_ERROR_SSL && peer && peer->session) { /* never resume what a TLS error ended */
         SSL_SESSION_free(peer->session);
         peer->session = NULL;
@@ -352,7 +365,7 @@ int rl_tls_handshake(SSL *ssl, int *want_write, char *err, size_t errlen) {
     errno = 0;
     int rc = SSL_do_handshake(ssl);
     if (rc == 1) {
-        rl_tls_peer *peer = SSL_get_ex_data(ssl, peer_index);
+        rl_tls_peer *peer = peer_of(ssl);
         if (peer) {
             peer->handshakes++;
             if (SSL_session_reused(ssl)) peer->resumed++;
