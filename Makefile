@@ -8,7 +8,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 RLFLAGS  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) -Isrc
-LIBS     = -lhiredis -lpthread
+LIBS     = -lhiredis -lssl -lcrypto -lpthread
 
 # SANITIZE=1: `make test` runs the suite against build/sanitize/redlock.so
 # (ASan + UBSan, see mk/hardening.mk); ./redlock.so stays a normal build.

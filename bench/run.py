@@ -110,14 +110,38 @@ def free_port():
         return s.getsockname()[1]
 
 
+def make_certs():
+    """A CA and a server certificate for 127.0.0.1 (EC keys), made with the
+    openssl command in TMP, for the TLS rows. Returns (ca, cert, key) or None."""
+    ca, ca_key, crt, key, csr, ext = (os.path.join(TMP, f) for f in
+                                      ("ca.pem", "ca.key", "server.pem", "server.key", "server.csr", "server.ext"))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    steps = [["req", "-x509"] + ec + ["-keyout", ca_key, "-out", ca, "-days", "2", "-subj", "/CN=bench CA"],
+             ["req"] + ec + ["-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+             ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt, "-days", "2",
+              "-extfile", ext]]
+    for st in steps:
+        if subprocess.run(["openssl"] + st, capture_output=True, cwd=TMP).returncode != 0:
+            return None
+    return ca, crt, key
+
+
 class Node:
-    def __init__(self, idx):
+    def __init__(self, idx, certs=None):
         self.idx = idx
+        self.certs = certs
         for _ in range(5):
             self.port = free_port()
+            # With certs, the same server also serves TLS on a second port:
+            # the TLS rows and the plain ones measure the same processes.
+            self.tls_port = free_port() if certs else None
+            tls = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs[1], "--tls-key-file", certs[2],
+                   "--tls-ca-cert-file", certs[0], "--tls-auth-clients", "no"] if certs else []
             self.proc = spawn(
                 [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", TMP, "--logfile", os.path.join(TMP, "redis-%d.log" % self.port)],
+                 "--daemonize", "no", "--dir", TMP, "--logfile", os.path.join(TMP, "redis-%d.log" % self.port)] + tls,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -146,6 +170,10 @@ class Node:
     @property
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
+
+    @property
+    def tls_url(self):
+        return "rediss://127.0.0.1:%d?tls_ca_file=%s" % (self.tls_port, self.certs[0])
 
     @property
     def hostport(self):
@@ -192,8 +220,8 @@ class Bench:
         self.node_ok = None
         self.node_note = ""
 
-    def ours(self, nodes, fencing):
-        urls = ",".join(n.url for n in nodes)
+    def ours(self, nodes, fencing, tls=False):
+        urls = ",".join(n.tls_url if tls else n.url for n in nodes)
         return run_json([os.path.join(self.build, "driver"), "cycles", EXT, urls, str(fencing), prefix("sql"),
                          str(self.a.seconds)], timeout=self.a.seconds * 6 + 30)
 
@@ -290,6 +318,20 @@ def cycles_hung(b, nodes, reps):
             for i in hung:
                 nodes[i].cont()
         print("bench: %d of %d hung: done" % (len(hung), n), flush=True)
+    return res
+
+
+def cycles_tls(b, nodes, reps):
+    """Ours on 3 and 5 nodes over TLS and in plain TCP, to the same servers,
+    in alternation (fencing on): {n: {"plain":..., "tls":...}}."""
+    res = {}
+    for n in (3, 5):
+        runs = {"plain": [], "tls": []}
+        for _ in range(reps):
+            runs["plain"].append(b.ours(nodes[:n], 1))
+            runs["tls"].append(b.ours(nodes[:n], 1, tls=True))
+        res[n] = {k: summary(v) for k, v in runs.items()}
+        print("bench: TLS and plain, %d nodes: done" % n, flush=True)
     return res
 
 
@@ -558,9 +600,11 @@ def main():
     b.setup_peer()
     head = machine()
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
-    nodes = [Node(i) for i in range(5)]
+    certs = make_certs()
+    nodes = [Node(i, certs) for i in range(5)]
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps)
+    tls = cycles_tls(b, nodes, a.reps) if certs else None
     hung = cycles_hung(b, nodes, a.reps)
     ho = handoff(b, nodes[:3], a.handoff_seconds)
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok else None
@@ -600,6 +644,17 @@ def main():
                              rtxt(ratio(o, pe), "ours/node")))
         if not fencing and not b.node_ok:
             L.append("  " + b.node_note)
+    L.append("TLS (rediss://, TLS 1.3, EC P-256 certificate, verified), fencing on; the same servers serve both; "
+             "ratio = ours TLS / ours plain, runs alternating")
+    if tls is None:
+        L.append("  TLS rows skipped: the openssl command could not make certificates")
+    for n in (3, 5) if tls else ():
+        t = tls[n]
+        r = ratio(t["tls"], t["plain"])
+        tgt = verdict(r, 0.8)
+        targets.append(("TLS %d nodes, ours TLS/plain" % n, tgt))
+        L.append(row("ours, plain TCP", n, t["plain"]))
+        L.append(row("ours, TLS", n, t["tls"], rtxt(r, "TLS/plain"), tgt))
     L.append("Hung minority (kill -STOP), fencing on; ratio = ours hung / ours healthy (same nodes)")
     for n, label in ((3, "1 of 3"), (5, "2 of 5")):
         h = hung[n]

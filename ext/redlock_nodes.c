@@ -18,7 +18,8 @@
 
 SQLITE_EXTENSION_INIT3
 
-enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEOUT, COL_STATE, COL_LAST_ERROR, COL_URL };
+enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEOUT, COL_STATE, COL_LAST_ERROR, COL_URL,
+       COL_TLS, COL_TLS_RESUMED };
 
 #define MASK "********"
 
@@ -43,7 +44,8 @@ static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
     (void)err;
     int rc = sqlite3_declare_vtab(db,
                                   "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
-                                  "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT)");
+                                  "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, "
+                                  "tls INTEGER, tls_resumed INTEGER HIDDEN)");
     if (rc != SQLITE_OK) return rc;
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     nodes_vtab *vt = sqlite3_malloc(sizeof *vt);
@@ -137,7 +139,8 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     char url[RL_URL_MAX];
     /* In an UPDATE, columns the statement does not set stay "unchanged", so
      * xUpdate can tell them from values the user wrote. */
-    if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD || col == COL_TIMEOUT) &&
+    if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD || col == COL_TIMEOUT ||
+         col == COL_TLS || col == COL_TLS_RESUMED) &&
         sqlite3_vtab_nochange(ctx))
         return SQLITE_OK;
     switch (col) {
@@ -154,6 +157,8 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
         rl_endpoint_format_url(&r->ep, url, sizeof url);
         sqlite3_result_text(ctx, url, -1, SQLITE_TRANSIENT);
         break;
+    case COL_TLS: sqlite3_result_int(ctx, r->ep.tls); break;
+    case COL_TLS_RESUMED: sqlite3_result_int64(ctx, r->tls_resumed); break;
     }
     return SQLITE_OK;
 }
@@ -179,6 +184,13 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     if ((sqlite3_value_type(cols[COL_STATE]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_STATE])) ||
         (sqlite3_value_type(cols[COL_LAST_ERROR]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_LAST_ERROR])))
         return vtab_error(vt, "redlock: state and last_error are read-only%s", "");
+    if (sqlite3_value_type(cols[COL_TLS_RESUMED]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_TLS_RESUMED]))
+        return vtab_error(vt, "redlock: tls_resumed is read-only%s", "");
+    /* tls: 0 or 1; NULL on INSERT is 0 (or what the url says). */
+    sqlite3_value *tv = cols[COL_TLS];
+    int tls_given = sqlite3_value_type(tv) != SQLITE_NULL && !sqlite3_value_nochange(tv);
+    if (tls_given && (sqlite3_value_type(tv) != SQLITE_INTEGER || (sqlite3_value_int64(tv) != 0 && sqlite3_value_int64(tv) != 1)))
+        return vtab_error(vt, "redlock: tls must be 0 (plain TCP) or 1 (TLS)%s", "");
     int have_url = sqlite3_value_type(cols[COL_URL]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_URL]);
     if (have_url) {
         if (sqlite3_value_type(cols[COL_URL]) != SQLITE_TEXT) return vtab_error(vt, "redlock: url must be text%s", "");
@@ -187,6 +199,10 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
         const char *u = (const char *)sqlite3_value_text(cols[COL_URL]);
         if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(cols[COL_URL]), ep, err, sizeof err) != 0)
             return vtab_error(vt, "redlock: %s", err);
+        if (tls_given && sqlite3_value_int64(tv) != ep->tls) {
+            rl_endpoint_clear(ep);
+            return vtab_error(vt, "redlock: tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)%s", "");
+        }
         if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
             ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
         return SQLITE_OK;
@@ -248,6 +264,9 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
         return vtab_error(vt, "redlock: password must be text or NULL%s", "");
     }
     if (ep->username && !ep->username[0]) ep->username = NULL;
+    /* An UPDATE that leaves tls on keeps the node's own TLS options (set by its url). */
+    ep->tls = tls_given ? (int)sqlite3_value_int64(tv) : old ? old->tls : 0;
+    if (old && old->tls && ep->tls) ep->tls_opts = old->tls_opts;
     /* Borrowed strings: copy so the caller can clear uniformly. */
     rl_endpoint tmp = *ep;
     if (rl_endpoint_copy(ep, &tmp) != 0) return SQLITE_NOMEM;

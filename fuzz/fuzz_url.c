@@ -3,8 +3,8 @@
  * Invariants: a refusal leaves the endpoint cleared and gives a message that
  * repeats nothing of the input; an accepted URL passes rl_endpoint_check;
  * the URL shown back (rl_endpoint_format_url) never depends on the password
- * and parses again to the same host, port, db and user name; copies are
- * exact. */
+ * and parses again to the same host, port, db, user name and TLS options;
+ * copies are exact. */
 #include <string.h>
 
 #include "fuzz_common.h"
@@ -52,6 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(same_opt(again.username, ep.username), "user name '%s' -> '%s' (shown as '%s')",
                ep.username ? ep.username : "(null)", again.username ? again.username : "(null)", shown);
     FUZZ_CHECK(!again.password == !ep.password, "password presence changed (shown as '%s')", shown);
+    const rl_tls_opts *o = &ep.tls_opts, *a = &again.tls_opts;
+    FUZZ_CHECK(again.tls == ep.tls && a->verify == o->verify && same_opt(a->ca_file, o->ca_file) &&
+                   same_opt(a->ca_dir, o->ca_dir) && same_opt(a->cert_file, o->cert_file) &&
+                   same_opt(a->key_file, o->key_file),
+               "TLS options changed (shown as '%s')", shown);
     rl_endpoint_clear(&again);
 
     FUZZ_CHECK(rl_endpoint_copy(&copy, &ep) == 0, "copy");

@@ -40,6 +40,14 @@ URLS = [
     b"redis://" + b"h" * 300,
 ]
 
+# TLS URLs: last in each corpus, so the older seeds keep their numbers.
+TLS_URLS = [
+    b"rediss://:pw@127.0.0.1:6380?tls_ca_file=/etc/ssl/ca.pem&tls_verify=0",
+    b"rediss://h?timeout_ms=9&tls_cert_file=/a%20b/c.pem&tls_key_file=/k&tls_ca_dir=/d",
+    b"redis://h?tls_verify=1",
+    b"rediss://h?tls_verify=1&tls_verify=0",
+]
+
 REPLIES = [
     b"+OK\r\n",
     b"$-1\r\n",
@@ -147,7 +155,7 @@ NODES = [b"\x00" + u for u in URLS] + [b"\x04redis://127.0.0.1:6380"] + [
     row(3, {1: val_text(b"127.0.0.1"), 2: val_int(6390)}, {7: val_text(b"redis://:pw@127.0.0.1:6392/1")}),
     row(3, {1: val_text(b"127.0.0.1"), 2: val_int(6390)}, {2: val_int(6379)}),
     row(3, {1: val_text(b"127.0.0.1"), 2: val_int(6390)}, {5: val_blob(b"xx"), 4: val_int(3)}),
-]
+] + [b"\x00" + u for u in TLS_URLS]
 
 
 # fuzz_schema: place, function, quoting, case mask, attached, then the text
@@ -186,7 +194,7 @@ def write(target, items, prefix=b""):
 
 
 def main():
-    write("url", URLS)
+    write("url", URLS + TLS_URLS)
     # fuzz_reply: one chunk-size byte (0: all at once), then the bytes
     write("reply", [b"\x00" + r for r in REPLIES] + [b"\x03" + b"".join(REPLIES[:8])])
     # fuzz_conn: commands outstanding, chunk size, then the bytes

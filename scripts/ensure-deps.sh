@@ -5,7 +5,7 @@
 set -u
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-for p in libhiredis-dev libsqlite3-dev sqlite3 redis-server redis-tools gcc make "$@"; do
+for p in libhiredis-dev libsqlite3-dev sqlite3 redis-server redis-tools libssl-dev openssl gcc make "$@"; do
   have_pkg "$p" || need+=("$p")
 done
 [ ${#need[@]} -eq 0 ] && exit 0

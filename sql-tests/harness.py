@@ -93,9 +93,11 @@ def _encode(args):
 class Resp:
     """Minimal synchronous RESP2 client over one TCP socket."""
 
-    def __init__(self, host, port, password=None, username=None, timeout=5.0):
+    def __init__(self, host, port, password=None, username=None, timeout=5.0, tls=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:          # an ssl.SSLContext: the node serves TLS
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.buf = b""
         if password is not None:
             if username is not None:
@@ -236,7 +238,7 @@ class RedisNode:
             if proc.poll() is not None:
                 return False
             try:
-                c = Resp(self.host, self.port, timeout=1.0)
+                c = self._resp(timeout=1.0)
                 try:
                     r = c.cmd("PING")
                 except RedisError as e:          # NOAUTH: it is up
@@ -322,6 +324,10 @@ class RedisNode:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- talking to it -----------------------------------------------------
+    def _resp(self, **kw):
+        """A new RESP client connection to this node."""
+        return Resp(self.host, self.port, **kw)
+
     @property
     def url(self):
         return "redis://%s:%d" % (self.host, self.port)
@@ -341,7 +347,7 @@ class RedisNode:
         """Send one command; return the decoded reply; raise RedisError on -ERR."""
         for attempt in (0, 1):
             if self._client is None:
-                self._client = Resp(self.host, self.port, self.password, self.username)
+                self._client = self._resp(password=self.password, username=self.username)
             try:
                 return self._client.cmd(*args, raw=raw)
             except (OSError, ConnectionError):
@@ -398,11 +404,13 @@ class RedisNode:
 class Cluster:
     """n independent redis-server nodes. Use as a context manager."""
 
+    node_class = None                # RedisNode unless a subclass says otherwise
+
     def __init__(self, n, **node_kwargs):
         self.nodes = []
         try:
             for _ in range(n):
-                self.nodes.append(RedisNode(**node_kwargs))
+                self.nodes.append((self.node_class or RedisNode)(**node_kwargs))
         except BaseException:
             self.terminate()
             raise
@@ -939,6 +947,165 @@ if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _on_term)
     except (ValueError, OSError):
         pass
+
+
+# --------------------------------------------------------------------------
+# TLS: certificates made with openssl at test time, TLS redis-server nodes
+# --------------------------------------------------------------------------
+
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+_CA_CNF = """[ca]
+default_ca = dflt
+[dflt]
+database = {d}/index.txt
+new_certs_dir = {d}
+serial = {d}/serial
+default_md = sha256
+policy = any
+copy_extensions = copy
+unique_subject = no
+[any]
+commonName = supplied
+"""
+
+
+class TlsCerts:
+    """A CA and the certificates the TLS tests need, in a temp dir, made by
+    the openssl command (EC keys: fast). Attributes are file paths:
+    ca / ca_key; server / server_key (SAN IP 127.0.0.1, DNS localhost);
+    wrong / wrong_key (SAN DNS wrong.example only); expired / expired_key
+    (valid 2020-01-01 to 2020-01-02 only); client / client_key (client
+    auth); other_ca (a CA that signed none of them)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="redlock-test-tls-")
+        d = self.dir
+        self.ca, self.ca_key = self._self_signed("ca", "redlock test CA")
+        self.other_ca, _ = self._self_signed("other-ca", "another CA")
+        open(os.path.join(d, "index.txt"), "w").close()
+        with open(os.path.join(d, "serial"), "w") as f:
+            f.write("1000\n")
+        with open(os.path.join(d, "ca.cnf"), "w") as f:
+            f.write(_CA_CNF.format(d=d))
+        san = "subjectAltName=IP:127.0.0.1,DNS:localhost"
+        self.server, self.server_key = self._issue("server", "localhost", san, "serverAuth")
+        self.wrong, self.wrong_key = self._issue("wrong", "wrong.example", "subjectAltName=DNS:wrong.example",
+                                                 "serverAuth")
+        self.expired, self.expired_key = self._issue("expired", "localhost", san, "serverAuth",
+                                                     dates=("20200101000000Z", "20200102000000Z"))
+        self.client, self.client_key = self._issue("client", "redlock client", None, "clientAuth")
+
+    def _run(self, *args):
+        r = subprocess.run([OPENSSL] + list(args), capture_output=True, text=True, cwd=self.dir)
+        if r.returncode != 0:
+            raise RuntimeError("openssl %s failed: %s" % (args[0], r.stderr.strip()))
+
+    def _path(self, name):
+        return os.path.join(self.dir, name)
+
+    def _self_signed(self, name, cn):
+        crt, key = self._path(name + ".pem"), self._path(name + ".key")
+        self._run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", key, "-out", crt, "-days", "30", "-subj", "/CN=" + cn,
+                  "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        return crt, key
+
+    def _issue(self, name, cn, san, usage, dates=None):
+        crt, key, csr, ext = (self._path(name + x) for x in (".pem", ".key", ".csr", ".ext"))
+        self._run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                  "-keyout", key, "-out", csr, "-subj", "/CN=" + cn)
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=%s\n" % usage)
+            if san:
+                f.write(san + "\n")
+        # `openssl ca` takes explicit start and end dates (x509 -days cannot
+        # make a certificate that has already expired).
+        start, end = dates or ("20200101000000Z", "20991231000000Z")
+        self._run("ca", "-batch", "-config", self._path("ca.cnf"), "-cert", self.ca, "-keyfile", self.ca_key,
+                  "-in", csr, "-out", crt, "-notext", "-startdate", start, "-enddate", end, "-extfile", ext)
+        return crt, key
+
+    def client_context(self):
+        """An ssl.SSLContext trusting the CA, with the client certificate."""
+        import ssl
+        ctx = ssl.create_default_context(cafile=self.ca)
+        ctx.load_cert_chain(self.client, self.client_key)
+        return ctx
+
+
+_tls_certs = None
+
+
+def tls_certs():
+    """One TlsCerts per process (per test module), removed at exit."""
+    global _tls_certs
+    with _lock:
+        if _tls_certs is None:
+            _tls_certs = TlsCerts()
+            atexit.register(shutil.rmtree, _tls_certs.dir, True)
+        return _tls_certs
+
+
+class TlsRedisNode(RedisNode):
+    """A redis-server that serves only TLS (--port 0 --tls-port P), with the
+    certificate pair `cert` ("server", "wrong", "expired": attributes of
+    TlsCerts) and, with auth_clients, client certificates required. url
+    and auth_url are rediss:// with ?tls_ca_file= the test CA."""
+
+    def __init__(self, certs=None, cert="server", auth_clients=False, **kw):
+        self.certs = certs or tls_certs()
+        self.cert = cert
+        self.auth_clients = auth_clients
+        super().__init__(**kw)
+
+    def _argv(self, port):
+        argv = super()._argv(port)
+        i = argv.index("--port")
+        argv[i + 1] = "0"
+        return argv + ["--tls-port", str(port),
+                       "--tls-cert-file", getattr(self.certs, self.cert),
+                       "--tls-key-file", getattr(self.certs, self.cert + "_key"),
+                       "--tls-ca-cert-file", self.certs.ca,
+                       "--tls-auth-clients", "yes" if self.auth_clients else "no"]
+
+    def _resp(self, **kw):
+        import ssl
+        ctx = self.certs.client_context()
+        ctx.check_hostname = False            # the harness itself talks to wrong/expired servers too
+        ctx.verify_mode = ssl.CERT_NONE
+        return Resp(self.host, self.port, tls=ctx, **kw)
+
+    @property
+    def url(self):
+        return "rediss://%s:%d?tls_ca_file=%s" % (self.host, self.port, self.certs.ca)
+
+    @property
+    def auth_url(self):
+        if self.password is None:
+            return self.url
+        return "rediss://%s:%s@%s:%d?tls_ca_file=%s" % (self.username or "", self.password, self.host,
+                                                        self.port, self.certs.ca)
+
+    def cli(self, *args, timeout=10):
+        raise NotImplementedError("redis-cli over TLS: use cmd()")
+
+
+class TlsCluster(Cluster):
+    """n TLS redis-server nodes (keywords as for TlsRedisNode)."""
+    node_class = TlsRedisNode
+
+
+def shared_tls_cluster(n):
+    """Like shared_cluster(n), with TLS nodes."""
+    with _lock:
+        c = _shared.get(("tls", n))
+        if c is not None and not c.healthy():
+            c.terminate()
+            c = None
+        if c is None:
+            c = _shared[("tls", n)] = TlsCluster(n)
+        return c
 
 
 # --------------------------------------------------------------------------

@@ -11,15 +11,27 @@
 #include "rl_round.h"
 #include "rl_text.h"
 
+/* The text settings, each owned by the client and "" by default. */
+static char **text_settings(rl_settings *s, int i) {
+    char **t[5] = {&s->key_prefix, &s->tls_ca_file, &s->tls_ca_dir, &s->tls_cert_file, &s->tls_key_file};
+    return i < 5 ? t[i] : NULL;
+}
+
+static void free_text_settings(rl_settings *s) {
+    for (int i = 0; text_settings(s, i); i++) free(*text_settings(s, i));
+}
+
 rl_client *rl_client_new(void) {
     rl_client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->set.key_prefix = calloc(1, 1);
-    if (!c->set.key_prefix || pthread_mutex_init(&c->mu, NULL) != 0) {
-        free(c->set.key_prefix);
+    int ok = 1;
+    for (int i = 0; text_settings(&c->set, i); i++) ok &= (*text_settings(&c->set, i) = calloc(1, 1)) != NULL;
+    if (!ok || pthread_mutex_init(&c->mu, NULL) != 0) {
+        free_text_settings(&c->set);
         free(c);
         return NULL;
     }
+    c->set.tls_verify = 1;
     c->set.timeout_ms = 50;
     c->set.retry_delay_ms = 200;
     c->set.retry_jitter_ms = 100;
@@ -62,6 +74,7 @@ static void node_free(rl_node *node) {
     rl_conn_close(node->stale);
     rl_conn_close(node->sub);
     rl_endpoint_clear(&node->ep);
+    rl_tls_peer_clear(&node->tls);
     free(node);
 }
 
@@ -73,7 +86,7 @@ void rl_client_free(rl_client *c) {
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
     free(c->nodes);
     for (int i = 0; i < RL_RECENT_FENCED; i++) free(c->recent_fenced[i].fkey);
-    free(c->set.key_prefix);
+    free_text_settings(&c->set);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -150,6 +163,8 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         c->nodes = nn;
         c->cap = cap;
     }
+    /* TLS files are loaded now, so a bad one is reported by the INSERT. */
+    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) goto out;
     node->id = id > 0 ? id : c->next_id;
     if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
     node->cfg = ++c->cfg_count;
@@ -167,6 +182,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
     struct sockaddr_storage addr;
     socklen_t addrlen;
     rl_endpoint copy;
+    rl_tls_peer tls = {0};
     if (resolve(ep, &addr, &addrlen, err, errlen) != 0) return -1;
     if (rl_endpoint_copy(&copy, ep) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -185,10 +201,18 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
             goto out;
         }
     rl_node *node = c->nodes[i];
+    /* The TLS files are loaded before anything changes, so a bad one
+     * fails the UPDATE and leaves the node as it was. */
+    if (copy.tls) {
+        rl_node trial = {.ep = copy};
+        if (rl_node_tls_prepare(c, &trial, err, errlen) != 0) goto out;
+        tls = trial.tls;
+    }
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
     rl_conn_close(node->sub);
     rl_endpoint_clear(&node->ep);
+    rl_tls_peer_clear(&node->tls);
     int64_t nid = node->id;
     memset(node, 0, sizeof *node);
     node->id = nid;
@@ -196,11 +220,14 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
     node->ep = copy;
     node->addr = addr;
     node->addrlen = addrlen;
+    node->tls = tls;
     memset(&copy, 0, sizeof copy);
+    memset(&tls, 0, sizeof tls);
     rc = 0;
 out:
     pthread_mutex_unlock(&c->mu);
     rl_endpoint_clear(&copy);
+    rl_tls_peer_clear(&tls);
     return rc;
 }
 
@@ -316,6 +343,7 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
             out->timeout_ms = rl_node_timeout_us(c, node) / 1000;
             out->state = state_name(c, node, rl_now_us());
             rl_text_clean(out->last_error, sizeof out->last_error, node->last_error, strlen(node->last_error));
+            out->tls_resumed = node->tls.resumed;
             rc = 0;
         }
     }
@@ -343,6 +371,52 @@ void rl_client_forget_after_fork(rl_client *c) {
         node->health = RL_HEALTH_IDLE;
         node->retry_at_us = node->backoff_ms = 0;
     }
+}
+
+/* The settings a TLS node connects with: its own where it has them, the
+ * client's otherwise. */
+static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
+    const char *const set[4] = {c->set.tls_ca_file, c->set.tls_ca_dir, c->set.tls_cert_file, c->set.tls_key_file};
+    const char *const own[4] = {o->ca_file, o->ca_dir, o->cert_file, o->key_file};
+    const char *eff[4];
+    for (int i = 0; i < 4; i++) eff[i] = own[i] ? own[i] : set[i][0] ? set[i] : NULL;
+    rl_tls_config cfg = {.verify = o->verify == RL_TLS_VERIFY_INHERIT ? c->set.tls_verify != 0 : o->verify == RL_TLS_VERIFY_ON,
+                         .ca_file = eff[0], .ca_dir = eff[1], .cert_file = eff[2], .key_file = eff[3]};
+    return cfg;
+}
+
+int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
+    if (node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
+    rl_tls_config cfg = tls_config(c, &node->ep.tls_opts);
+    char *key = rl_tls_config_key(&cfg);
+    if (!key) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    SSL_CTX *ctx = NULL;
+    for (int i = 0; i < c->n && !ctx; i++) {
+        const rl_tls_peer *o = &c->nodes[i]->tls;
+        if (o->ctx && o->gen == c->tls_gen && strcmp(o->key, key) == 0) ctx = rl_tls_ctx_ref(o->ctx);
+    }
+    if (!ctx && !(ctx = rl_tls_ctx_new(&cfg, err, errlen))) {
+        free(key);
+        return -1;
+    }
+    rl_tls_peer_set(&node->tls, ctx, key, c->tls_gen);
+    return 0;
+}
+
+rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen) {
+    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) return NULL;
+    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, errlen);
+    if (!conn || !node->ep.tls) return conn;
+    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err, errlen);
+    if (!ssl) {
+        rl_conn_close(conn);
+        return NULL;
+    }
+    rl_conn_use_tls(conn, ssl);
+    return conn;
 }
 
 int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n) {

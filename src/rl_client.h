@@ -14,6 +14,7 @@
 #include "rl_conn.h"
 #include "rl_endpoint.h"
 #include "rl_text.h"
+#include "rl_tls.h"
 
 /* What a tagged command is (rl_tag.kind). */
 enum {
@@ -56,6 +57,7 @@ typedef struct rl_node {
     char last_error[256];
     uint64_t cfg;           /* which configuration (rl_client.cfg_count when
                                added or last updated) */
+    rl_tls_peer tls;        /* TLS nodes: context and session (rl_tls.h) */
 } rl_node;
 
 typedef struct rl_settings {
@@ -72,6 +74,8 @@ typedef struct rl_settings {
     int64_t reconnect_max_ms; /* 5000 */
     int64_t auto_extend;      /* 0 */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
+    int64_t tls_verify;       /* 1: check server certificates and host names */
+    char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
 
 /* A recent fenced acquisition, so a late yes with a lower number can still
@@ -101,6 +105,8 @@ typedef struct rl_client {
      * caller's thread, c->mu not held); nonzero ends the wait. NULL: never. */
     int (*cancel)(void *ctx);
     void *cancel_ctx;
+    unsigned tls_gen;    /* counts writes of tls_* settings: contexts built
+                            before the last one are rebuilt */
 } rl_client;
 
 #define RL_CANCEL_PERIOD_US 5000
@@ -156,6 +162,7 @@ typedef struct rl_node_view {
     int64_t timeout_ms;        /* effective */
     const char *state;         /* static string */
     char last_error[256];
+    int64_t tls_resumed;       /* TLS handshakes that resumed a session */
 } rl_node_view;
 
 /* Fills *out with a snapshot of the node at index i (0-based). Returns 0, or
@@ -178,6 +185,15 @@ int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n);
 
 /* Votes needed out of c->n nodes. */
 int rl_client_quorum(const rl_client *c);
+
+/* Makes sure a TLS node has a context built from its present settings
+ * (shared with nodes whose settings are the same). Returns 0, or -1 with
+ * the reason in err (a file that cannot be loaded, ...). */
+int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen);
+
+/* Opens a connection to node: plain, or TLS for a rediss:// node. Returns
+ * it (the handshake still to come), or NULL with the reason in err. */
+rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen);
 
 /* Opens a connection to node and queues its set-up commands (AUTH, SELECT,
  * INFO, ROLE) tagged with op. Returns 0, or -1 with node marked down. */

@@ -1,4 +1,5 @@
-/* rl_conn: a non-blocking connection with tagged replies (see rl_conn.h). */
+/* rl_conn: a non-blocking connection, plain or TLS, with tagged replies
+ * (see rl_conn.h). */
 #include "rl_conn.h"
 
 #include <errno.h>
@@ -47,8 +48,14 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err,
     return c;
 }
 
+void rl_conn_use_tls(rl_conn *c, SSL *ssl) {
+    c->ssl = ssl;
+    c->handshaking = 1;
+}
+
 void rl_conn_close(rl_conn *c) {
     if (!c) return;
+    rl_tls_free(c->ssl);
     if (c->fd >= 0) close(c->fd);
     rl_reader_free(c->reader);
     rl_buf_free(&c->out);
@@ -72,13 +79,33 @@ static int push_tag(rl_conn *c, const rl_tag *tag) {
     return 0;
 }
 
+/* A TLS connection that breaks after its handshake but before any reply:
+ * a server that wants a client certificate checks it only then (TLS 1.3)
+ * and drops the connection, with or without an alert. */
+static int tls_broken(rl_conn *c, const char *why) {
+    char msg[sizeof c->err];
+    if (c->got_any || strstr(why, "client certificate")) return set_broken(c, why, 0);
+    snprintf(msg, sizeof msg, "%.70s (before any reply: does the server want a client certificate? set tls_cert_file "
+                              "and tls_key_file)", why);
+    return set_broken(c, msg, 0);
+}
+
 static int flush_out(rl_conn *c) {
     while (c->out.off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            return set_broken(c, "send", errno);
+        ssize_t n;
+        if (c->ssl) {
+            char why[sizeof c->err];
+            n = rl_tls_write(c->ssl, c->out.data + c->out.off, c->out.len - c->out.off, &c->write_wants_read, why,
+                             sizeof why);
+            if (n < 0) return tls_broken(c, why);
+            if (n == 0) return 0;
+        } else {
+            n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+                return set_broken(c, "send", errno);
+            }
         }
         rl_buf_consume(&c->out, (size_t)n);
     }
@@ -93,15 +120,16 @@ int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *arg
         c->out.len = before;
         return set_broken(c, "out of memory", 0);
     }
-    if (!c->connecting) return flush_out(c);
+    if (!c->connecting && !c->handshaking) return flush_out(c);
     return 0;
 }
 
 short rl_conn_events(const rl_conn *c) {
     if (c->broken) return 0;
     if (c->connecting) return POLLOUT;
-    short ev = c->count > 0 || c->push ? POLLIN : 0;
-    if (c->out.off < c->out.len) ev |= POLLOUT;
+    if (c->handshaking) return c->hs_want_write ? POLLOUT : POLLIN;
+    short ev = c->count > 0 || c->push ? (c->read_wants_write ? POLLOUT : POLLIN) : 0;
+    if (c->out.off < c->out.len) ev |= c->write_wants_read ? POLLIN : POLLOUT;
     return ev;
 }
 
@@ -115,22 +143,55 @@ static int finish_connect(rl_conn *c) {
     return 0;
 }
 
+/* A plain connection's first bytes: a TLS record (0x16 handshake, 0x15
+ * alert) means the port serves TLS. */
+static int plain_first_bytes(rl_conn *c, const char *buf) {
+    int tls = !c->got_any && (buf[0] == 0x15 || buf[0] == 0x16);
+    c->got_any = 1;
+    return tls ? set_broken(c, "the server answered in TLS; this port serves TLS (use rediss:// for it)", 0) : 0;
+}
+
 static int read_in(rl_conn *c) {
     char buf[16384];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) {
-            if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, "out of memory", 0);
-            if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
-                return set_broken(c, "protocol error: a reply larger than 16 MiB", 0);
-            if ((size_t)n < sizeof buf) return 0;
-            continue;
+        ssize_t n;
+        if (c->ssl) {
+            char why[sizeof c->err];
+            n = rl_tls_read(c->ssl, buf, sizeof buf, &c->read_wants_write, why, sizeof why);
+            if (n < 0) return tls_broken(c, why);
+            if (n == 0) return 0;
+            c->got_any = 1;
+        } else {
+            n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n == 0) return set_broken(c, c->got_any ? "connection closed by the server" :
+                                         "connection closed by the server before any reply (if this port serves "
+                                         "TLS, use rediss://)", 0);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+                if (!c->got_any && errno == ECONNRESET)
+                    return set_broken(c, "recv: connection reset before any reply (if this port serves TLS, use rediss://)", 0);
+                return set_broken(c, "recv", errno);
+            }
+            if (plain_first_bytes(c, buf) != 0) return -1;
         }
-        if (n == 0) return set_broken(c, "connection closed by the server", 0);
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        return set_broken(c, "recv", errno);
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, "out of memory", 0);
+        if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
+            return set_broken(c, "protocol error: a reply larger than 16 MiB", 0);
+        /* A short read emptied the socket; with TLS, records already taken
+         * from it may still hold bytes, which no poll would announce. */
+        if ((size_t)n < sizeof buf && !(c->ssl && rl_tls_pending(c->ssl))) return 0;
     }
+}
+
+static int handshake(rl_conn *c) {
+    char why[sizeof c->err];
+    int r = rl_tls_handshake(c->ssl, &c->hs_want_write, why, sizeof why);
+    if (r < 0) return set_broken(c, why, 0);
+    if (r == 0) return 0;
+    c->handshaking = 0;
+    if (flush_out(c) != 0) return -1;
+    return read_in(c);
 }
 
 int rl_conn_progress(rl_conn *c, short revents) {
@@ -139,10 +200,13 @@ int rl_conn_progress(rl_conn *c, short revents) {
         if (!(revents & (POLLOUT | POLLERR | POLLHUP))) return 0;
         if (finish_connect(c) != 0) return -1;
         if (c->connecting) return 0;
-        return flush_out(c);
+        return c->ssl ? handshake(c) : flush_out(c);
     }
-    if (revents & POLLOUT && flush_out(c) != 0) return -1;
-    if (revents & (POLLIN | POLLERR | POLLHUP)) return read_in(c);
+    if (c->handshaking) return revents ? handshake(c) : 0;
+    short can_write = c->write_wants_read ? POLLIN | POLLERR | POLLHUP : POLLOUT;
+    short can_read = c->read_wants_write ? POLLOUT | POLLERR | POLLHUP : POLLIN | POLLERR | POLLHUP;
+    if (revents & can_write && flush_out(c) != 0) return -1;
+    if (revents & can_read) return read_in(c);
     return 0;
 }
 
@@ -172,6 +236,12 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     c->count--;
     *reply = r;
     return 1;
+}
+
+const char *rl_conn_stall_hint(const rl_conn *c) {
+    if (c->handshaking && !c->connecting)
+        return " (TLS handshake not finished: a hung server, or a port that does not serve TLS: then use redis://)";
+    return "";
 }
 
 const rl_tag *rl_conn_oldest(const rl_conn *c) { return c->count ? &c->tags[c->head] : NULL; }

@@ -1,9 +1,11 @@
-/* rl_conn: one non-blocking TCP connection to one Redis node.
+/* rl_conn: one non-blocking TCP connection to one Redis node, in the clear
+ * or in TLS (rl_tls).
  *
  * The socket is ours (hiredis 0.14.1 has no connect timeout): connect is
- * started without waiting, bytes are sent with MSG_NOSIGNAL so a reset peer
- * can never raise SIGPIPE in the host process, and replies are parsed with
- * an rl_resp reader. Every command sent pushes a tag on a FIFO; every reply
+ * started without waiting, then (TLS) the handshake runs without waiting,
+ * within the same deadline as the commands queued behind it; bytes are
+ * sent with MSG_NOSIGNAL so a reset peer can never raise SIGPIPE in the
+ * host process, and replies are parsed with an rl_resp reader. Every command sent pushes a tag on a FIFO; every reply
  * read pops the tag at its head, so a late reply is always matched to the
  * command that asked for it and never to a later one.
  *
@@ -16,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "rl_resp.h"
+#include "rl_tls.h"
 
 /* What a reply is the answer to. */
 typedef struct rl_tag {
@@ -27,8 +30,14 @@ typedef struct rl_tag {
 typedef struct rl_conn {
     int fd;
     int connecting;  /* connect() not finished yet */
+    int handshaking; /* TLS: connected, handshake not finished yet */
     int broken;      /* an I/O or protocol error happened; see err */
-    char err[160];
+    char err[200];
+    SSL *ssl;        /* owned; NULL: plain TCP */
+    int hs_want_write;    /* TLS: the handshake waits for POLLOUT (else POLLIN) */
+    int read_wants_write; /* TLS: reading waits for POLLOUT */
+    int write_wants_read; /* TLS: writing waits for POLLIN */
+    int got_any;     /* a byte came from the server */
     redisReader *reader;
     rl_buf out;
     rl_tag *tags;  /* ring buffer of commands awaiting a reply */
@@ -39,6 +48,10 @@ typedef struct rl_conn {
 /* Starts connecting to addr. Returns a new connection (free with
  * rl_conn_close) or NULL with a reason in err when it failed at once. */
 rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen);
+
+/* Makes c (just opened) speak TLS with ssl (ownership taken): the
+ * handshake starts once TCP is connected; commands wait behind it. */
+void rl_conn_use_tls(rl_conn *c, SSL *ssl);
 
 /* Closes the socket and frees everything (NULL is fine). Unread replies
  * are discarded. */
@@ -60,6 +73,10 @@ int rl_conn_progress(rl_conn *c, short revents);
  * tag is zeroed), 0 when none is complete, -1 on a protocol error or a reply
  * nobody asked for. */
 int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply);
+
+/* Why a connection that owes replies may be silent, for "no answer"
+ * errors: "" or a text starting with a space. */
+const char *rl_conn_stall_hint(const rl_conn *c);
 
 /* The tag of the oldest unanswered command, or NULL. */
 const rl_tag *rl_conn_oldest(const rl_conn *c);

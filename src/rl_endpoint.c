@@ -1,4 +1,5 @@
-/* rl_endpoint: node addresses, credentials, and redis:// URL parsing. */
+/* rl_endpoint: node addresses, credentials, TLS options, and redis:// and
+ * rediss:// URL parsing. */
 #include "rl_endpoint.h"
 
 #include <stdio.h>
@@ -69,18 +70,72 @@ static int host_char_ok(char c, int ipv6) {
     return ipv6 && (c == ':' || c == '%');
 }
 
+static const char *const file_opt_names[4] = {"tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file"};
+
+static char **file_opt(rl_tls_opts *o, int i) {
+    char **slots[4] = {&o->ca_file, &o->ca_dir, &o->cert_file, &o->key_file};
+    return slots[i];
+}
+
+static int name_is(const char *s, size_t n, const char *name) { return strlen(name) == n && memcmp(s, name, n) == 0; }
+
+/* Parses the query q[0..end): name=value options separated by '&'. */
+static int parse_query(const char *q, const char *end, rl_endpoint *out, char *err, size_t errlen) {
+    for (const char *p = q;;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p)), *ie = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(ie - p));
+        if (!eq) return fail(err, errlen, "node URL: each option must be name=value, joined by & (as in ?timeout_ms=100)");
+        const char *v = eq + 1;
+        size_t nl = (size_t)(eq - p), vl = (size_t)(ie - v);
+        int known = 0, dup = 0;
+        if (name_is(p, nl, "timeout_ms")) {
+            known = 1, dup = out->timeout_ms != 0;
+            if (!dup && parse_int(v, vl, 1, RL_TIMEOUT_MAX_MS, &out->timeout_ms) != 0)
+                return fail(err, errlen, "node URL: timeout_ms must be a number from 1 to 600000");
+        } else if (name_is(p, nl, "tls_verify")) {
+            int on;
+            known = 2, dup = out->tls_opts.verify != RL_TLS_VERIFY_INHERIT;
+            if (!dup) {
+                if (parse_int(v, vl, 0, 1, &on) != 0) return fail(err, errlen, "node URL: tls_verify must be 0 or 1");
+                out->tls_opts.verify = on ? RL_TLS_VERIFY_ON : RL_TLS_VERIFY_OFF;
+            }
+        }
+        for (int i = 0; i < 4 && !known; i++) {
+            if (!name_is(p, nl, file_opt_names[i])) continue;
+            char **slot = file_opt(&out->tls_opts, i);
+            int bad = 0;
+            known = 2, dup = *slot != NULL;
+            if (dup) break;
+            if (!(*slot = decode_range(v, vl, &bad)))
+                return fail(err, errlen, bad ? "node URL: bad percent-escape in an option" : "out of memory");
+            if (!**slot || strlen(*slot) > RL_PATH_MAX) {
+                snprintf(err, errlen, "node URL: %s must be a file path of 1 to %d bytes", file_opt_names[i], RL_PATH_MAX);
+                return -1;
+            }
+        }
+        if (!known)
+            return fail(err, errlen, "node URL: unknown option; the options are timeout_ms, tls_verify, tls_ca_file, "
+                                     "tls_ca_dir, tls_cert_file and tls_key_file");
+        if (dup) return fail(err, errlen, "node URL: an option is given twice");
+        if (known == 2 && !out->tls) {
+            snprintf(err, errlen, "node URL: %.*s is a TLS option; it needs rediss://", (int)nl, p);
+            return -1;
+        }
+        if (!amp) return 0;
+        p = amp + 1;
+    }
+}
+
 int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *err, size_t errlen) {
-    static const char scheme[] = "redis://";
-    const size_t sl = sizeof scheme - 1;
     int bad = 0;
     memset(out, 0, sizeof *out);
     out->port = 6379;
     if (len > RL_URL_MAX) return fail(err, errlen, "node URL is too long (at most 2048 bytes)");
     if (memchr(url, '\0', len)) return fail(err, errlen, "node URL contains a NUL byte");
-    if (len >= 9 && strncmp(url, "rediss://", 9) == 0)
-        return fail(err, errlen, "node URL: rediss:// (TLS) is not supported by this build; use redis://");
-    if (len < sl || strncmp(url, scheme, sl) != 0)
-        return fail(err, errlen, "node URL must start with redis:// (as in redis://user:pass@host:6379/0)");
+    size_t sl = 0;
+    if (len >= 8 && strncmp(url, "redis://", 8) == 0) sl = 8;
+    else if (len >= 9 && strncmp(url, "rediss://", 9) == 0) sl = 9, out->tls = 1;
+    else return fail(err, errlen, "node URL must start with redis:// or rediss:// for TLS (as in redis://user:pass@host:6379/0)");
     const char *p = url + sl, *end = url + len;
 
     /* Query string first: it ends the authority/path part. */
@@ -150,14 +205,9 @@ int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *e
             return fail(err, errlen, "node URL: the path must be a database number (as in /0)");
         }
     }
-    if (q) {
-        static const char key[] = "timeout_ms=";
-        const char *v = q + 1;
-        if ((size_t)(end - v) < sizeof key - 1 || strncmp(v, key, sizeof key - 1) != 0 ||
-            parse_int(v + sizeof key - 1, (size_t)(end - v - (sizeof key - 1)), 1, RL_TIMEOUT_MAX_MS, &out->timeout_ms) != 0) {
-            rl_endpoint_clear(out);
-            return fail(err, errlen, "node URL: the only option is ?timeout_ms=N with N from 1 to 600000");
-        }
+    if (q && parse_query(q + 1, end, out, err, errlen) != 0) {
+        rl_endpoint_clear(out);
+        return -1;
     }
     return 0;
 decode_fail:
@@ -180,6 +230,20 @@ int rl_endpoint_check(const rl_endpoint *ep, char *err, size_t errlen) {
         return fail(err, errlen, "timeout_ms must be from 1 to 600000 (or NULL for the default)");
     if ((ep->username && strlen(ep->username) > RL_CRED_MAX) || (ep->password && strlen(ep->password) > RL_CRED_MAX))
         return fail(err, errlen, "user name or password is too long (at most 512 bytes)");
+    rl_tls_opts o = ep->tls_opts;
+    int any = o.verify != RL_TLS_VERIFY_INHERIT;
+    for (int i = 0; i < 4; i++) {
+        const char *f = *file_opt(&o, i);
+        if (!f) continue;
+        any = 1;
+        if (!f[0] || strlen(f) > RL_PATH_MAX) {
+            snprintf(err, errlen, "%s must be a file path of 1 to %d bytes", file_opt_names[i], RL_PATH_MAX);
+            return -1;
+        }
+    }
+    if (ep->tls != 0 && ep->tls != 1) return fail(err, errlen, "tls must be 0 (plain TCP) or 1 (TLS)");
+    if (any && !ep->tls) return fail(err, errlen, "a node's own TLS options need tls = 1 (rediss://)");
+    if (o.verify < RL_TLS_VERIFY_INHERIT || o.verify > RL_TLS_VERIFY_ON) return fail(err, errlen, "tls_verify must be 0 or 1");
     return 0;
 }
 
@@ -195,8 +259,12 @@ int rl_endpoint_copy(rl_endpoint *dst, const rl_endpoint *src) {
     dst->port = src->port;
     dst->db = src->db;
     dst->timeout_ms = src->timeout_ms;
+    dst->tls = src->tls;
+    dst->tls_opts.verify = src->tls_opts.verify;
+    rl_tls_opts *d = &dst->tls_opts, *sr = (rl_tls_opts *)&src->tls_opts;
     if (dup_opt(&dst->host, src->host) || dup_opt(&dst->username, src->username) ||
-        dup_opt(&dst->password, src->password)) {
+        dup_opt(&dst->password, src->password) || dup_opt(&d->ca_file, sr->ca_file) ||
+        dup_opt(&d->ca_dir, sr->ca_dir) || dup_opt(&d->cert_file, sr->cert_file) || dup_opt(&d->key_file, sr->key_file)) {
         rl_endpoint_clear(dst);
         return -1;
     }
@@ -210,17 +278,18 @@ void rl_endpoint_clear(rl_endpoint *ep) {
         memset(ep->password, 0, strlen(ep->password));
         free(ep->password);
     }
+    for (int i = 0; i < 4; i++) free(*file_opt(&ep->tls_opts, i));
     memset(ep, 0, sizeof *ep);
 }
 
-/* Appends s percent-encoded (all but RFC 3986 unreserved characters), so a
- * user name shown in a URL reads back as the same name. */
-static size_t put_encoded(char *buf, size_t buflen, size_t used, const char *s) {
+/* Appends s percent-encoded (all but RFC 3986 unreserved characters and
+ * the ones in keep), so a name shown in a URL reads back as the same name. */
+static size_t put_encoded(char *buf, size_t buflen, size_t used, const char *s, const char *keep) {
     static const char hex[] = "0123456789ABCDEF";
     for (; *s && used + 4 <= buflen; s++) {
         unsigned char ch = (unsigned char)*s;
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-            ch == '.' || ch == '_' || ch == '~') {
+            ch == '.' || ch == '_' || ch == '~' || strchr(keep, ch)) {
             buf[used++] = (char)ch;
         } else {
             buf[used++] = '%';
@@ -236,10 +305,26 @@ void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen) {
     if (!buflen) return;
     /* IPv6 addresses (and anything with a zone '%') go in brackets. */
     int v6 = ep->host && strpbrk(ep->host, ":%") != NULL;
-    size_t used = (size_t)snprintf(buf, buflen, "redis://");
+    size_t used = (size_t)snprintf(buf, buflen, "%s", ep->tls ? "rediss://" : "redis://");
     if (used >= buflen) return;
-    if (ep->username) used = put_encoded(buf, buflen, used, ep->username);
-    snprintf(buf + used, buflen - used, "%s%s%s%s%s:%d/%d", ep->password ? ":********" : "",
-             (ep->username || ep->password) ? "@" : "", v6 ? "[" : "", ep->host ? ep->host : "", v6 ? "]" : "",
-             ep->port, ep->db);
+    if (ep->username) used = put_encoded(buf, buflen, used, ep->username, "");
+    int k = snprintf(buf + used, buflen - used, "%s%s%s%s%s:%d/%d", ep->password ? ":********" : "",
+                     (ep->username || ep->password) ? "@" : "", v6 ? "[" : "", ep->host ? ep->host : "", v6 ? "]" : "",
+                     ep->port, ep->db);
+    if (k < 0 || (size_t)k >= buflen - used) return;
+    used += (size_t)k;
+    /* The node's own TLS options, so the URL sets the node up again. */
+    const rl_tls_opts *o = &ep->tls_opts;
+    char sep = '?';
+    if (o->verify != RL_TLS_VERIFY_INHERIT && used + 14 < buflen) {
+        used += (size_t)snprintf(buf + used, buflen - used, "%ctls_verify=%d", sep, o->verify == RL_TLS_VERIFY_ON);
+        sep = '&';
+    }
+    for (int i = 0; i < 4; i++) {
+        const char *f = *file_opt((rl_tls_opts *)o, i);
+        if (!f || used + strlen(file_opt_names[i]) + 3 >= buflen) continue;
+        used += (size_t)snprintf(buf + used, buflen - used, "%c%s=", sep, file_opt_names[i]);
+        used = put_encoded(buf, buflen, used, f, "/");
+        sep = '&';
+    }
 }

@@ -1,9 +1,12 @@
 /* rl_endpoint: where a Redis node is and how to log in to it, and the
  * parser for redis:// URLs that describe one.
  *
- * URL form: redis://[[username][:password]@]host[:port][/db][?timeout_ms=N]
- * host may be a name, an IPv4 address or a bracketed IPv6 address; user and
- * password are percent-decoded. Error texts never repeat the URL, because it
+ * URL form: redis[s]://[[username][:password]@]host[:port][/db][?opt=v&...]
+ * rediss:// is TLS. Options: timeout_ms, and for rediss:// tls_verify (0 or
+ * 1), tls_ca_file, tls_ca_dir, tls_cert_file, tls_key_file, which override
+ * the client's settings of the same names for this node. host may be a
+ * name, an IPv4 address or a bracketed IPv6 address; user, password and
+ * option values are percent-decoded. Error texts never repeat the URL, because it
  * may hold a password. */
 #ifndef RL_ENDPOINT_H
 #define RL_ENDPOINT_H
@@ -15,6 +18,14 @@
 #define RL_CRED_MAX 512
 #define RL_DB_MAX 1000000
 #define RL_TIMEOUT_MAX_MS 600000
+#define RL_PATH_MAX 1024
+
+/* A node's own TLS settings; each unset one is the client's. */
+enum { RL_TLS_VERIFY_INHERIT, RL_TLS_VERIFY_OFF, RL_TLS_VERIFY_ON };
+typedef struct rl_tls_opts {
+    int verify;  /* RL_TLS_VERIFY_* */
+    char *ca_file, *ca_dir, *cert_file, *key_file;  /* owned; NULL: not set */
+} rl_tls_opts;
 
 typedef struct rl_endpoint {
     char *host;      /* owned; never NULL once set */
@@ -23,6 +34,8 @@ typedef struct rl_endpoint {
     char *username;  /* owned; NULL: none (plain AUTH password) */
     char *password;  /* owned; NULL: no AUTH */
     int timeout_ms;  /* 0: the client's default */
+    int tls;         /* 1: rediss:// */
+    rl_tls_opts tls_opts;  /* only with tls */
 } rl_endpoint;
 
 /* Parses url (len bytes, need not be NUL-terminated) into *out, which must
@@ -40,9 +53,10 @@ int rl_endpoint_copy(rl_endpoint *dst, const rl_endpoint *src);
 /* Frees the strings of ep and zeroes it. */
 void rl_endpoint_clear(rl_endpoint *ep);
 
-/* Writes "redis://user:********@host:port/db" into buf: password masked,
- * user name percent-encoded, IPv6 host in brackets; it parses back to the
- * same host, port, db and user name. */
+/* Writes "redis://user:********@host:port/db" into buf (rediss:// with the
+ * node's own TLS options as a query): password masked, user name and
+ * options percent-encoded, IPv6 host in brackets; it parses back to the
+ * same host, port, db, user name and TLS options. */
 void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen);
 
 #endif

@@ -34,8 +34,8 @@ int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
 }
 
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
-    char err[160];
-    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
+    char err[200];
+    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
     if (!conn) {
         rl_node_mark_down(c, node, err, 0);
         return -1;

@@ -135,7 +135,8 @@ static void check_nodes(rl_client *c, rl_round *r) {
         const rl_tag *oldest = rl_conn_oldest(conn);
         if (oldest && now >= oldest->deadline_us) {
             char why[200];
-            snprintf(why, sizeof why, "no answer within %lld ms", (long long)(rl_node_timeout_us(c, node) / 1000));
+            snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_node_timeout_us(c, node) / 1000),
+                     rl_conn_stall_hint(conn));
             rl_node_mark_down(c, node, why, 1);
             fail_pending(r, i, why, 1);
         }

@@ -30,6 +30,11 @@ static const setting table[] = {
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
     {"unsafe_test_quorum", RL_SETTING_INT, OFF(unsafe_test_quorum), 0, 1000, "0 (majority) or a node count; for tests only"},
+    {"tls_verify", RL_SETTING_INT, OFF(tls_verify), 0, 1, "1 (check certificates) or 0 (insecure)"},
+    {"tls_ca_file", RL_SETTING_TEXT, OFF(tls_ca_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for the system's CA store"},
+    {"tls_ca_dir", RL_SETTING_TEXT, OFF(tls_ca_dir), 0, RL_PATH_MAX, "a directory path of at most 1024 bytes, or '' for none"},
+    {"tls_cert_file", RL_SETTING_TEXT, OFF(tls_cert_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for none"},
+    {"tls_key_file", RL_SETTING_TEXT, OFF(tls_key_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for none"},
 };
 #define NSETTINGS (sizeof table / sizeof table[0])
 
@@ -88,6 +93,10 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, c
         snprintf(err, errlen, "%s must be %s", s->name, s->hint);
         return -1;
     }
+    int is_tls = strncmp(s->name, "tls_", 4) == 0;
+    /* A TLS file is loaded now, so a bad one is reported by this call. */
+    if (is_tls && s->type == RL_SETTING_TEXT && in->text[0] && rl_tls_check_file(s->name, in->text, err, errlen) != 0)
+        return -1;
     char *copy = NULL;
     if (s->type == RL_SETTING_TEXT && !(copy = strdup(in->text))) {
         snprintf(err, errlen, "out of memory");
@@ -109,6 +118,9 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, c
         *slot = copy;
         copy = NULL;
     }
+    /* Contexts are rebuilt from the new value (and files read again) on
+     * each TLS node's next connection. */
+    if (is_tls && rc == 0) c->tls_gen++;
     pthread_mutex_unlock(&c->mu);
     free(copy);
     return rc;

@@ -57,9 +57,9 @@ static int classify(const rl_reply *r, const channels *ch) {
     return 0;
 }
 
-static rl_conn *open_sub(rl_node *node) {
-    char err[160];
-    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, sizeof err);
+static rl_conn *open_sub(rl_client *c, rl_node *node) {
+    char err[200];
+    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
     if (!conn) return NULL;
     conn->push = 1;
     const char *argv[3];
@@ -98,7 +98,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
             rl_conn_close(node->sub);
             node->sub = NULL;
         }
-        if (!node->sub && !(node->sub = open_sub(node))) continue;
+        if (!node->sub && !(node->sub = open_sub(c, node))) continue;
         const char *argv[3] = {"SUBSCRIBE", chs[i].rel, chs[i].ks};
         size_t lens[3] = {9, chs[i].rellen, chs[i].kslen};
         if (rl_conn_send(node->sub, NULL, 3, argv, lens) != 0) continue;

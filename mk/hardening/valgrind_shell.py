@@ -320,6 +320,36 @@ SELECT 'wrong:' || coalesce(redlock_acquire('vg-auth2', 10000), 'null');
     return sql, [node], 1, check
 
 
+def sc_tls(_c):
+    """TLS nodes: a verified handshake, a reconnection that resumes its
+    session, a verification failure and a node whose files are refused."""
+    certs = h.tls_certs()
+    nodes = [h.TlsRedisNode(certs) for _ in range(2)]
+    wrong = h.TlsRedisNode(certs, cert="wrong")
+    sql = [(SLOW + "SELECT redlock_config('reconnect_min_ms', 1);\n"
+            "SELECT 'ok:' || length(redlock_acquire('vg-tls', 10000));\n"
+            "SELECT 'sum:' || count(*) FROM redlock_nodes;\n",
+            lambda: [n.cmd("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes") for n in nodes]),
+           ("SELECT 'ext:' || coalesce(redlock_extend('vg-tls', 10000), 'null');\n"
+            "SELECT 'ext2:' || (redlock_extend('vg-tls', 10000) > 0);\n"
+            "SELECT 'resumed:' || sum(tls_resumed) FROM redlock_nodes;\n"
+            "SELECT 'rel:' || redlock_release('vg-tls');\n"
+            "DELETE FROM redlock_nodes;\n"
+            "INSERT INTO redlock_nodes(url) VALUES ('%s');\n"
+            "SELECT 'wrong:' || coalesce(redlock_acquire('vg-tls2', 1000), 'null');\n"
+            "INSERT INTO redlock_nodes(url) VALUES ('rediss://127.0.0.1:1?tls_ca_file=/nonexistent.pem');\n"
+            % wrong.url, None)]
+
+    def check(out, err):
+        ls = lines(out)
+        need("ok:32" in ls and "rel:1" in ls, "acquire and release over TLS: %r %r" % (out, err))
+        need("ext2:1" in ls, "extend after the reconnection: %r %r" % (out, err))
+        need(any(x.startswith("resumed:") and x != "resumed:0" for x in ls), "no resumed session: %r" % out)
+        need("IP address mismatch" in err and "No such file" in err, "TLS errors: %r" % err)
+        need(not any(n.cmd("EXISTS", "vg-tls") for n in nodes), "the lock is still on a node")
+    return sql, nodes, 1, check
+
+
 SCENARIOS = [
     ("contract", sc_contract),
     ("close_with_held_locks", sc_close_with_held_locks),
@@ -330,6 +360,7 @@ SCENARIOS = [
     ("nodes_table", sc_nodes_table),
     ("bad_input", sc_bad_input),
     ("auth", sc_auth),
+    ("tls", sc_tls),
 ]
 
 

@@ -1,0 +1,452 @@
+"""TLS nodes (rediss://): the lock contract and faults on real TLS-only
+redis-server nodes, certificate verification and its error texts, client
+certificates, the tls_* settings and URL options, files checked when they
+are written, plain/TLS port mismatches, session resumption, and a forked
+child that must not touch its parent's TLS connections. Certificates are
+made by openssl when the module starts (harness.TlsCerts)."""
+import os
+import socket
+import threading
+import time
+
+import harness as h
+from faultproxy import FaultProxy
+from harness import check, eq, holds, is_token, no_key, redlock_error, value
+
+# not a timing test: a slow node on a loaded machine must not fail it
+h.default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)
+
+CERTS = h.tls_certs()
+
+
+def _node_row(con, i=0):
+    return h.node_rows(con)[i]
+
+
+def _try(con, sql):
+    """The value of sql, or None when it fails (a node not reconnected yet)."""
+    try:
+        return value(con, sql)
+    except h.sqlite3.Error:
+        return None
+
+
+def _resumed(con):
+    return [r[0] for r in h.rows(con, "SELECT tls_resumed FROM redlock_nodes ORDER BY id")]
+
+
+# ---- the contract on TLS nodes ----------------------------------------------
+
+def _contract(n):
+    c = h.shared_tls_cluster(n)
+    con = h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire('t-res', 10000)"))
+    holds(c, "t-res", tok, 10000, "after acquire over TLS", settle_cons=(con,))
+    other = h.SqlProc(c)
+    eq(other.value("SELECT redlock_acquire('t-res', 10000)"), None, "acquire of a held name from another process")
+    check(0 < value(con, "SELECT redlock_extend('t-res', 20000)") <= 20000, "extend over TLS")
+    holds(c, "t-res", tok, 20000, "after extend", settle_cons=(con,))
+    eq(value(con, "SELECT redlock_release('t-res')"), 1, "release over TLS")
+    no_key(c, "t-res", "after release", settle_cons=(con, other))
+    is_token(other.value("SELECT redlock_acquire('t-res', 10000)"), "acquire after release")
+    rows = h.node_rows(con)
+    eq([r["tls"] for r in rows], [1] * n, "tls column")
+    eq([r["state"] for r in rows], ["up"] * n, "state")
+    check(all(r["url"].startswith("rediss://127.0.0.1:") for r in rows), "url column shows rediss://: %r" % rows)
+
+
+h.for_nodes(globals(), _contract)
+
+
+def _wait_wakes_on_release(n):
+    """A waiting acquire is woken by pub/sub, over TLS connections too."""
+    c = h.shared_tls_cluster(n)
+    holder = h.connect(c)
+    is_token(value(holder, "SELECT redlock_acquire('t-wait', 30000)"))
+    waiter = h.connect(c)
+    result = {}
+    t = threading.Thread(target=lambda: result.update(
+        tok=value(waiter, "SELECT redlock_acquire('t-wait', 10000, 20000)")))
+    t.start()
+    # the waiter has subscribed on every node before the release
+    h.wait_until(lambda: all(nd.cmd("PUBSUB", "NUMSUB", "t-wait:released")[1] >= 1 for nd in c), 10,
+                 what="the waiter's subscriptions")
+    eq(value(holder, "SELECT redlock_release('t-wait')"), 1, "release")
+    t.join(20)
+    check(not t.is_alive(), "the waiter is still waiting after the release")
+    is_token(result.get("tok"), "the waiter's token")
+
+
+h.for_nodes(globals(), _wait_wakes_on_release, (1, 3))
+
+
+# ---- verification ------------------------------------------------------------
+
+def _fails_with(url, *contains, **config):
+    con = h.connect(url, **config)
+    msg = redlock_error(con, "SELECT redlock_acquire('v', 1000)", contains=contains)
+    eq(_node_row(con)["state"], "down", "state of the node that failed verification")
+    return msg
+
+
+def test_unknown_ca():
+    n = h.TlsRedisNode()
+    # no tls_ca_file: the system's CA store does not know the test CA
+    _fails_with("rediss://127.0.0.1:%d" % n.port, "TLS certificate verification failed", "unknown CA")
+    _fails_with("rediss://127.0.0.1:%d?tls_ca_file=%s" % (n.port, CERTS.other_ca),
+                "TLS certificate verification failed", "tls_ca_file")
+
+
+def test_ca_from_settings_and_dir():
+    n = h.TlsRedisNode()
+    con = h.connect("rediss://127.0.0.1:%d" % n.port, tls_ca_file=CERTS.ca)
+    is_token(value(con, "SELECT redlock_acquire('ca-set', 1000)"), "with tls_ca_file set by redlock_config")
+    # a hashed CA directory, as c_rehash / openssl rehash make it
+    d = os.path.join(CERTS.dir, "cadir")
+    if not os.path.isdir(d):
+        os.mkdir(d)
+        import subprocess
+        h_ = subprocess.run([h.OPENSSL, "x509", "-hash", "-noout", "-in", CERTS.ca], capture_output=True,
+                            text=True, check=True).stdout.strip()
+        os.symlink(CERTS.ca, os.path.join(d, h_ + ".0"))
+    con2 = h.connect("rediss://127.0.0.1:%d?tls_ca_dir=%s" % (n.port, d))
+    is_token(value(con2, "SELECT redlock_acquire('ca-dir', 1000)"), "with tls_ca_dir in the URL")
+
+
+def test_host_name_mismatch():
+    n = h.TlsRedisNode(cert="wrong")
+    _fails_with(n.url, "TLS certificate verification failed", "IP address mismatch", "not for this host")
+    _fails_with("rediss://localhost:%d?tls_ca_file=%s" % (n.port, CERTS.ca), "hostname mismatch")
+    # the right certificate matches both its IP address and its name
+    good = h.TlsRedisNode()
+    for host in ("127.0.0.1", "localhost"):
+        con = h.connect("rediss://%s:%d?tls_ca_file=%s" % (host, good.port, CERTS.ca))
+        is_token(value(con, "SELECT redlock_acquire('host', 1000)"), "certificate for " + host)
+        h.settle(con)
+        con.close()
+
+
+def test_expired_certificate():
+    n = h.TlsRedisNode(cert="expired")
+    _fails_with(n.url, "TLS certificate verification failed", "certificate has expired")
+
+
+def test_verify_off_is_insecure_but_connects():
+    n = h.TlsRedisNode(cert="expired")
+    con = h.connect(n.url + "&tls_verify=0")
+    is_token(value(con, "SELECT redlock_acquire('nv', 1000)"), "tls_verify=0 in the URL")
+    eq(_node_row(con)["url"], "rediss://127.0.0.1:%d/0?tls_verify=0&tls_ca_file=%s" % (n.port, CERTS.ca),
+       "the url shows the node's own options")
+    w = h.TlsRedisNode(cert="wrong")
+    con2 = h.connect(w.url, tls_verify=0)
+    is_token(value(con2, "SELECT redlock_acquire('nv', 1000)"), "tls_verify=0 by redlock_config")
+    # the node's own tls_verify=1 wins over the connection's 0
+    con3 = h.connect(w.url + "&tls_verify=1", tls_verify=0)
+    redlock_error(con3, "SELECT redlock_acquire('nv2', 1000)", contains=("IP address mismatch",))
+
+
+# ---- client certificates ------------------------------------------------------
+
+def test_client_certificate():
+    n = h.TlsRedisNode(auth_clients=True)
+    con = h.connect(n.url)
+    msg = redlock_error(con, "SELECT redlock_acquire('cc', 1000)")
+    check("client certificate" in msg or "closed" in msg, "error without a client certificate: %r" % msg)
+    con2 = h.connect(n.url, tls_cert_file=CERTS.client, tls_key_file=CERTS.client_key)
+    is_token(value(con2, "SELECT redlock_acquire('cc', 1000)"), "with tls_cert_file/tls_key_file set")
+    url = "%s&tls_cert_file=%s&tls_key_file=%s" % (n.url, CERTS.client, CERTS.client_key)
+    con3 = h.connect(url)
+    is_token(value(con3, "SELECT redlock_acquire('cc2', 1000)"), "with the client certificate in the URL")
+    # the key file's path may show; its bytes never do
+    row = _node_row(con3)
+    check("tls_key_file=" + CERTS.client_key in row["url"], "url shows the key file's path: %r" % row["url"])
+    key = open(CERTS.client_key).read()
+    body = "".join(key.splitlines()[1:-1])[:40]
+    for r in h.rows(con3, "SELECT * FROM redlock_nodes"):
+        check(all(body not in str(v) for v in r), "key bytes in redlock_nodes")
+
+
+# ---- settings, URL options, columns, files checked when written --------------
+
+def test_settings_round_trip():
+    con = h.connect(None, defaults=True)
+    eq(value(con, "SELECT redlock_config('tls_verify')"), 1, "tls_verify default")
+    for name in ("tls_ca_file", "tls_ca_dir", "tls_cert_file", "tls_key_file"):
+        eq(value(con, "SELECT redlock_config(?)", name), "", name + " default")
+    eq(value(con, "SELECT redlock_config('tls_ca_file', ?)", CERTS.ca), CERTS.ca, "tls_ca_file set")
+    eq(value(con, "SELECT redlock_config('tls_ca_dir', ?)", CERTS.dir), CERTS.dir, "tls_ca_dir set")
+    eq(value(con, "SELECT redlock_config('tls_cert_file', ?)", CERTS.client), CERTS.client, "tls_cert_file set")
+    eq(value(con, "SELECT redlock_config('tls_key_file', ?)", CERTS.client_key), CERTS.client_key, "tls_key_file")
+    eq(value(con, "SELECT redlock_config('tls_verify', 0)"), 0, "tls_verify off")
+    eq(value(con, "SELECT redlock_config('tls_ca_file', '')"), "", "tls_ca_file back to the system store")
+    redlock_error(con, "SELECT redlock_config('tls_verify', 2)", contains=("tls_verify must be",))
+
+
+def test_files_checked_when_written():
+    con = h.connect(None, defaults=True)
+    missing = os.path.join(CERTS.dir, "no-such.pem")
+    redlock_error(con, "SELECT redlock_config('tls_ca_file', ?)", missing,
+                  contains=("tls_ca_file", missing, "No such file"))
+    redlock_error(con, "SELECT redlock_config('tls_ca_dir', ?)", missing, contains=("tls_ca_dir", "No such file"))
+    redlock_error(con, "SELECT redlock_config('tls_key_file', ?)", CERTS.ca,
+                  contains=("tls_key_file", "cannot be loaded", "private key"))
+    redlock_error(con, "SELECT redlock_config('tls_cert_file', ?)", CERTS.client_key,
+                  contains=("tls_cert_file", "cannot be loaded"))
+    unreadable = os.path.join(CERTS.dir, "unreadable.pem")
+    with open(unreadable, "w") as f:
+        f.write("x")
+    os.chmod(unreadable, 0)
+    if os.geteuid() != 0:  # root reads any file
+        redlock_error(con, "SELECT redlock_config('tls_ca_file', ?)", unreadable, contains=("Permission denied",))
+    eq(value(con, "SELECT redlock_config('tls_ca_file')"), "", "a refused value leaves the setting alone")
+    # rows: INSERT and UPDATE load the files of the node's URL at once
+    con.execute("DELETE FROM redlock_nodes")
+    ins = "INSERT INTO redlock_nodes(url) VALUES (?)"
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_ca_file=" + missing, contains=("tls_ca_file", "No such file"))
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_cert_file=%s&tls_key_file=%s" % (CERTS.client, CERTS.server_key),
+                  contains=("not the key of the certificate",))
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_cert_file=" + CERTS.client,
+                  contains=("tls_key_file is not", "needs both"))
+    con.execute(ins, ("rediss://127.0.0.1:1?tls_ca_file=" + CERTS.ca,))
+    redlock_error(con, "UPDATE redlock_nodes SET url = ? WHERE port = 1", "rediss://127.0.0.1:1?tls_ca_file=" + missing,
+                  contains=("No such file",))
+    eq(_node_row(con)["url"], "rediss://127.0.0.1:1/0?tls_ca_file=" + CERTS.ca, "a refused UPDATE leaves the node")
+    eq(h.rows(con, "SELECT count(*) FROM redlock_nodes"), [(1,)], "refused INSERTs added no node")
+
+
+def test_url_options_and_columns():
+    con = h.connect(None, defaults=True)
+    con.execute("DELETE FROM redlock_nodes")
+    ins = "INSERT INTO redlock_nodes(url) VALUES (?)"
+    redlock_error(con, ins, "redis://127.0.0.1:1?tls_ca_file=" + CERTS.ca, contains=("TLS option", "rediss://"))
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_verify=2", contains=("tls_verify must be 0 or 1",))
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_bogus=1", contains=("unknown option",))
+    redlock_error(con, ins, "rediss://127.0.0.1:1?tls_verify=0&tls_verify=1", contains=("twice",))
+    redlock_error(con, "INSERT INTO redlock_nodes(url, tls) VALUES (?, 0)", "rediss://127.0.0.1:1",
+                  contains=("contradicts",))
+    redlock_error(con, "INSERT INTO redlock_nodes(host, port, tls) VALUES ('127.0.0.1', 1, 2)",
+                  contains=("tls must be 0",))
+    redlock_error(con, "INSERT INTO redlock_nodes(host, port, tls_resumed) VALUES ('127.0.0.1', 1, 5)",
+                  contains=("read-only",))
+    # a path with characters that need escaping reads back as the same path
+    odd = os.path.join(CERTS.dir, "ca & co?.pem")
+    if not os.path.exists(odd):
+        os.symlink(CERTS.ca, odd)
+    con.execute(ins, ("rediss://:pw@127.0.0.1:2/3?timeout_ms=70&tls_ca_file=%s" % odd.replace("&", "%26").replace(
+        "?", "%3F").replace(" ", "%20"),))
+    con.execute("INSERT INTO redlock_nodes(host, port, tls) VALUES ('127.0.0.1', 3, 1)")
+    con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 4)")
+    rows = h.node_rows(con)
+    eq([r["tls"] for r in rows], [1, 1, 0], "tls column")
+    check(rows[0]["url"].startswith("rediss://:********@127.0.0.1:2/3?tls_ca_file="), "masked url: %r" % rows[0]["url"])
+    eq([r["url"] for r in rows[1:]], ["rediss://127.0.0.1:3/0", "redis://127.0.0.1:4/0"], "urls")
+    # the url shown makes the same node again (password aside)
+    con2 = h.connect(None, defaults=True)
+    con2.execute("DELETE FROM redlock_nodes")
+    con2.execute(ins, (rows[0]["url"],))
+    eq(_node_row(con2)["url"], rows[0]["url"], "url read back")
+    # UPDATE switches TLS on and off; the node's own options go with tls=0
+    con.execute("UPDATE redlock_nodes SET tls = 0 WHERE port = 2")
+    con.execute("UPDATE redlock_nodes SET tls = 1 WHERE port = 4")
+    con.execute("UPDATE redlock_nodes SET timeout_ms = 90 WHERE port = 3")
+    rows = h.node_rows(con)
+    eq([r["url"] for r in rows], ["redis://:********@127.0.0.1:2/3", "rediss://127.0.0.1:3/0",
+                                  "rediss://127.0.0.1:4/0"], "urls after UPDATE")
+    eq([r["tls"] for r in rows], [0, 1, 1], "tls after UPDATE")
+
+
+def test_redlock_nodes_env_carries_options():
+    n = h.TlsRedisNode(auth_clients=True)
+    env = "%s&tls_cert_file=%s&tls_key_file=%s" % (n.url, CERTS.client, CERTS.client_key)
+    rc, out, err = h.shell("SELECT length(redlock_acquire('env', 1000));", env)
+    eq((rc, out.strip(), err), (0, "32", ""), "the sqlite3 shell with REDLOCK_NODES carrying TLS options")
+    try:
+        h.connect("rediss://127.0.0.1:1?tls_ca_file=/nonexistent/ca.pem")
+        raise AssertionError("loading with a missing CA file in REDLOCK_NODES succeeded")
+    except h.sqlite3.Error as e:
+        check("redlock: REDLOCK_NODES: tls_ca_file '/nonexistent/ca.pem': No such file" in str(e), str(e))
+
+
+# ---- plain and TLS ports mixed up --------------------------------------------
+
+def test_plain_url_on_tls_port():
+    n = h.TlsRedisNode()
+    con = h.connect("redis://127.0.0.1:%d" % n.port)
+    redlock_error(con, "SELECT redlock_acquire('pm', 1000)", contains=("use rediss://",))
+
+
+def test_tls_url_on_plain_port():
+    n = h.RedisNode()
+    con = h.connect("rediss://127.0.0.1:%d" % n.port, timeout_ms=200)
+    redlock_error(con, "SELECT redlock_acquire('pm', 1000)",
+                  contains=("TLS handshake not finished", "use redis://"))
+    # a redis-server that answers the TLS hello in plain text
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def answer():
+        try:
+            s, _ = srv.accept()
+            s.recv(4096)
+            s.sendall(b"-ERR unknown command\r\n")
+            s.close()
+        except OSError:
+            pass
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    con2 = h.connect("rediss://127.0.0.1:%d" % srv.getsockname()[1], timeout_ms=2000)
+    redlock_error(con2, "SELECT redlock_acquire('pm', 1000)", contains=("answered in plain text", "use redis://"))
+    srv.close()
+
+
+# ---- faults on TLS nodes ----------------------------------------------------
+
+def _hung_listener():
+    """A socket that accepts TCP (the kernel's backlog) and never answers."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    return s
+
+
+def test_hung_handshake_costs_one_timeout():
+    with h.TlsCluster(2) as c:
+        hung = _hung_listener()
+        urls = [c[0].url, c[1].url, "rediss://127.0.0.1:%d?tls_ca_file=%s" % (hung.getsockname()[1], CERTS.ca)]
+        con = h.connect(urls, timeout_ms=300)
+        t0 = time.monotonic()
+        tok = is_token(value(con, "SELECT redlock_acquire('hs', 10000)"), "2 of 3 with one hung handshake")
+        took = time.monotonic() - t0
+        holds(c, "hs", tok, 10000, "the two answering nodes")
+        h.settle(con)
+        row = _node_row(con, 2)
+        eq(row["state"], "down", "the hung node")
+        check("TLS handshake not finished" in (row["last_error"] or ""), "last_error: %r" % row["last_error"])
+        # alone, the hung node costs its timeout and no more
+        one = h.connect(urls[2:], timeout_ms=300)
+        t1 = time.monotonic()
+        redlock_error(one, "SELECT redlock_acquire('hs1', 10000)", contains=("TLS handshake not finished",))
+        alone = time.monotonic() - t1
+        h.report("tls: acquire on 3 nodes with one hung TLS handshake took %.0f ms; a single hung node %.0f ms "
+                 "(timeout_ms 300)" % (took * 1000, alone * 1000))
+        hung.close()
+
+
+def _sigstop_during_handshake(n):
+    with h.TlsCluster(n) as c:
+        c[0].stop()  # accepts TCP (backlog), never answers the hello
+        con = h.connect(c, timeout_ms=300)
+        if n == 1:
+            redlock_error(con, "SELECT redlock_acquire('st', 10000)", contains=("TLS handshake not finished",))
+        else:
+            tok = is_token(value(con, "SELECT redlock_acquire('st', 10000)"), "acquire with one node stopped")
+            holds(c.nodes[1:], "st", tok, 10000, "the running nodes", settle_cons=(con,))
+        c[0].cont()
+        # the node comes back: a later call reaches it again
+        h.wait_until(lambda: _try(con, "SELECT redlock_acquire('st2-' || hex(randomblob(4)), 10000)") and
+                     _node_row(con)["state"] == "up", 15, what="the stopped node back up")
+
+
+h.for_nodes(globals(), _sigstop_during_handshake, (1, 3))
+
+
+def test_sigstop_during_commands_3n():
+    with h.TlsCluster(3) as c:
+        con = h.connect(c, timeout_ms=300)
+        is_token(value(con, "SELECT redlock_acquire('sc0', 10000)"), "warm up")
+        h.settle(con)
+        c[2].stop()
+        tok = is_token(value(con, "SELECT redlock_acquire('sc', 10000)"), "acquire with one TLS node stopped")
+        holds(c.nodes[:2], "sc", tok, 10000, "the running nodes", settle_cons=(con,))
+        check("no answer within" in _node_row(con, 2)["last_error"], "last_error of the stopped node")
+        c[2].cont()
+        eq(value(con, "SELECT redlock_release('sc')"), 1, "release")
+        no_key(c, "sc", "after release and SIGCONT", settle_cons=(con,), timeout=10)
+
+
+def test_kill_and_restart_3n():
+    with h.TlsCluster(3) as c:
+        con = h.connect(c)
+        is_token(value(con, "SELECT redlock_acquire('kr0', 10000)"))
+        h.settle(con)
+        c[1].kill9()
+        tok = is_token(value(con, "SELECT redlock_acquire('kr', 10000)"), "acquire with one TLS node killed")
+        holds([c[0], c[2]], "kr", tok, 10000, "the living nodes", settle_cons=(con,))
+        eq(_node_row(con, 1)["state"], "down", "the killed node")
+        c[1].restart()
+        h.wait_until(lambda: _try(con, "SELECT redlock_acquire('kr-' || hex(randomblob(4)), 10000)")
+                     and _node_row(con, 1)["state"] == "up", 15, what="the restarted TLS node up again")
+
+
+def test_fault_proxy_in_front_of_tls_node():
+    with h.TlsCluster(3) as c:
+        with FaultProxy("127.0.0.1", c[0].port) as p:
+            proxied = "rediss://127.0.0.1:%d?tls_ca_file=%s" % (p.port, CERTS.ca)
+            con = h.connect([proxied, c[1].url, c[2].url], timeout_ms=300)
+            is_token(value(con, "SELECT redlock_acquire('fp0', 10000)"), "through the proxy")
+            h.settle(con)
+            p.blackhole()
+            tok = is_token(value(con, "SELECT redlock_acquire('fp1', 10000)"), "proxied node blackholed")
+            holds(c.nodes[1:], "fp1", tok, 10000, "the direct nodes", settle_cons=(con,))
+            p.reset()
+            tok2 = is_token(value(con, "SELECT redlock_acquire('fp2', 10000)"), "proxied node reset")
+            holds(c.nodes[1:], "fp2", tok2, 10000, "the direct nodes", settle_cons=(con,))
+            p.pass_()
+            h.wait_until(lambda: _try(con, "SELECT redlock_acquire('fp-' || hex(randomblob(4)), 10000)") and
+                         _node_row(con)["state"] == "up", 15, what="the proxied TLS node up again")
+
+
+# ---- session resumption -------------------------------------------------------
+
+def test_reconnect_resumes_session():
+    n = h.TlsRedisNode()
+    con = h.connect(n, reconnect_min_ms=1, reconnect_max_ms=1)
+    is_token(value(con, "SELECT redlock_acquire('rs', 10000)"))
+    eq(_resumed(con), [0], "first connection: a full handshake")
+    # drop our connection on the server side, a few times: each reconnection resumes
+    for i in range(3):
+        n.cmd("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        h.wait_until(lambda: _try(con, "SELECT redlock_extend('rs', 10000)") and _resumed(con)[0] > i, 10,
+                     what="reconnection %d" % (i + 1))
+    eq(_resumed(con), [3], "three reconnections, each resumed")
+    # new settings: the old session is not resumed (it was verified under other ones)
+    value(con, "SELECT redlock_config('tls_verify', 1)")
+    n.cmd("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    h.wait_until(lambda: _try(con, "SELECT redlock_extend('rs', 10000)"), 10, what="reconnection after new settings")
+    eq(_resumed(con), [3], "a full handshake after the settings changed")
+
+
+# ---- fork ---------------------------------------------------------------------
+
+def _child(con):
+    try:
+        if con.execute("SELECT redlock_acquire('tf', 1000)").fetchone()[0] is not None:
+            return 10
+        if con.execute("SELECT redlock_acquire('tf-child', 1000)").fetchone()[0] is None:
+            return 12
+        if con.execute("SELECT redlock_release('tf-child')").fetchone()[0] != 1:
+            return 13
+        con.close()
+        return 0
+    except BaseException:
+        return 14
+
+
+def test_forked_child_leaves_parent_tls_connections_alone():
+    c = h.shared_tls_cluster(3)
+    con = h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire('tf', 10000)"), "parent's acquire")
+    h.settle(con)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(_child(con))
+    _, status = os.waitpid(pid, 0)
+    eq(os.waitstatus_to_exitcode(status), 0, "the child's checks (exit code names the failed one)")
+    # Had the child written a TLS record (or a close_notify) on the parent's
+    # connections, their streams would be out of step and fail here.
+    check(0 < value(con, "SELECT redlock_extend('tf', 10000)") <= 10000, "the parent's extend after the fork")
+    eq([r["state"] for r in h.node_rows(con)], ["up"] * 3, "the parent's nodes")
+    holds(c, "tf", tok, 10000, "the parent's lock after the fork", settle_cons=(con,))
+    eq(value(con, "SELECT redlock_release('tf')"), 1, "the parent's release")
+    no_key(c, "tf", "after the parent's release", settle_cons=(con,))
