@@ -1,7 +1,8 @@
 /* redlock_nodes: the eponymous, writable virtual table of this connection's
  * Redis nodes. INSERT by columns or by url, UPDATE, DELETE; password and the
  * password inside url read back masked; state and last_error show what the
- * last call saw of each node. Rows are copied at the start of a scan. */
+ * last call saw of each node. Rows are copied at the start of a scan.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 #include "rl_round.h"
 

@@ -7,7 +7,8 @@
  * Invariants: no crash, leak or undefined behaviour; a vote is yes only in
  * the exact success shape of its command (never for an error, nil, string
  * or array, never for a set-up or unknown kind); a no or fail always says
- * why, in text without control characters; the reason fits its buffer. */
+ * why, in text without control characters; the reason fits its buffer.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <string.h>
 
 #include "fuzz_common.h"

@@ -16,6 +16,7 @@ between processes on one machine), then loops until "until":
 and prints one JSON line: acquisitions, overlaps, nulls, errors (first few
 messages), and the [start, end] of every hold for the checker to compare.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import json
 import os

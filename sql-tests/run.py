@@ -13,6 +13,7 @@ FILTER: run only tests whose name "module.test" contains one of the strings.
 Prints "PASS name" or "FAIL name: reason" per test, then "N passed, N failed".
 Exit status 1 if anything failed.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import faulthandler
 import importlib.util

@@ -8,6 +8,7 @@ checker can fail.
 
 Each run prints one summary line (also appended to $REDLOCK_FAULT_REPORT
 when set)."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import time
 

@@ -1,4 +1,5 @@
-/* rl_conn: a non-blocking connection with tagged replies (see rl_conn.h). */
+/* rl_conn: a non-blocking connection with tagged replies (see rl_conn.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_conn.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
-/* rl_endpoint: node addresses, credentials, and redis:// URL parsing. */
+/* rl_endpoint: node addresses, credentials, and redis:// URL parsing.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_endpoint.h"
 
 #include <stdio.h>

@@ -4,7 +4,8 @@
  * URL form: redis://[[username][:password]@]host[:port][/db][?timeout_ms=N]
  * host may be a name, an IPv4 address or a bracketed IPv6 address; user and
  * password are percent-decoded. Error texts never repeat the URL, because it
- * may hold a password. */
+ * may hold a password.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_ENDPOINT_H
 #define RL_ENDPOINT_H
 

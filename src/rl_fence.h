@@ -2,7 +2,8 @@
  * Each fenced acquire increments a counter on every node and takes the
  * highest answer of the quorum; every node that answered yes with a lower
  * number, in time or late, gets its counter raised to that highest number,
- * so any later majority sees at least it. */
+ * so any later majority sees at least it.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_FENCE_H
 #define RL_FENCE_H
 
