@@ -3,6 +3,7 @@
 #   make test     install missing packages (as root), build, run every test
 #   make demo     run the example batch job on three local Redis nodes
 #   make bench    measure against a bare hiredis client on local nodes
+# SPDX-License-Identifier: BSD-3-Clause
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g

@@ -19,7 +19,8 @@
  * like the engine, and reads the late replies during the next rounds.
  *
  * usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum]
- * prints one JSON line: cycles, seconds, rate, p50_us, p99_us, mean_us. */
+ * prints one JSON line: cycles, seconds, rate, p50_us, p99_us, mean_us.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>

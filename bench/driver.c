@@ -28,7 +28,8 @@
  *     taken the lock (a generation counter in SHMFILE), so every hand-off is
  *     to a process that was already waiting, never back to itself.
  *
- * NODES is a comma-separated list of redis:// URLs (REDLOCK_NODES). */
+ * NODES is a comma-separated list of redis:// URLs (REDLOCK_NODES).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* measure.h: the clock, CPU-time and sorting helpers shared by bench/bare.c
  * (the bare hiredis baseline) and bench/driver.c (redlock through SQLite),
- * so both sides of every ratio in the table are measured the same way. */
+ * so both sides of every ratio in the table are measured the same way.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef BENCH_MEASURE_H
 #define BENCH_MEASURE_H
 

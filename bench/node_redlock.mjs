@@ -13,6 +13,7 @@
 // lines (CLOCK_MONOTONIC ns, as process.hrtime) as bench/driver.c handoff.
 // After a release it waits until another process has written GENFILE (the
 // holder writes it on acquiring) before it competes again.
+// SPDX-License-Identifier: BSD-3-Clause
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 

@@ -5,6 +5,7 @@ node-redlock, on redis-server nodes it starts itself, and prints one table.
 Every figure in the table comes from this one run. See bench/README.md for
 the method. Standard library only.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
 import atexit

@@ -13,6 +13,7 @@
 # Run it with `make demo` (which builds ./redlock.so first), or
 # `bash examples/demo.sh` from the repository root after `make`.
 # Needs: sqlite3, redis-server, redis-cli (Debian: sqlite3 redis-server redis-tools).
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

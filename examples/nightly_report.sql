@@ -31,6 +31,7 @@
 -- SQL has no IF: every step below that must only run under the lock reads
 -- the token from the one-row temp table `me` and does nothing when it is
 -- NULL (the lock was not ours).
+-- SPDX-License-Identifier: BSD-3-Clause
 
 .bail on
 .headers off

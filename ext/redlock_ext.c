@@ -1,6 +1,7 @@
 /* redlock_ext: the extension's entry point. It creates the per-connection
  * state, seeds redlock_nodes from REDLOCK_NODES (or 127.0.0.1:6379), and
- * registers the SQL functions and tables. */
+ * registers the SQL functions and tables.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 
 #include <stdarg.h>

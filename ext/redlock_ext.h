@@ -1,6 +1,7 @@
 /* redlock_ext: what the files of the SQLite binding share: the
  * per-connection state object and the registration functions. The binding
- * opens no socket; every network call goes through the engine in src/. */
+ * opens no socket; every network call goes through the engine in src/.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef REDLOCK_EXT_H
 #define REDLOCK_EXT_H
 

@@ -2,7 +2,8 @@
  * redlock_release, redlock_release_all, redlock_extend, redlock_validity,
  * redlock_fence, redlock_config and redlock_version. Each checks its
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
- * or an error that starts with "redlock: ". */
+ * or an error that starts with "redlock: ".
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 
 #include <stdlib.h>

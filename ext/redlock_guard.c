@@ -4,7 +4,8 @@
  * afresh: nothing is cached, because no key that
  * SQLite exposes is sure to change whenever the schema SQLite compiles from
  * does (a database detached and attached again starts its data version
- * anew, an in-memory one can be deserialized over). */
+ * anew, an in-memory one can be deserialized over).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_guard.h"
 
 #include <stdio.h>

@@ -10,7 +10,8 @@
  * connection has a transaction open on names it (any mention, quoted or
  * not, case-insensitive), whatever the statement that is running says.
  * TEMP objects are left out, as SQLite leaves them out: only this
- * connection's own SQL can create them. */
+ * connection's own SQL can create them.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef REDLOCK_GUARD_H
 #define REDLOCK_GUARD_H
 

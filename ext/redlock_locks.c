@@ -1,6 +1,7 @@
 /* redlock_locks: the eponymous, read-only virtual table of the locks this
  * connection holds. Rows are copied when a scan starts, so
- * SELECT redlock_release(resource) FROM redlock_locks works. */
+ * SELECT redlock_release(resource) FROM redlock_locks works.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 
 #include <string.h>

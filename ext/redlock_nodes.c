@@ -8,7 +8,8 @@
  * around every statement that writes the table in autocommit mode; inside
  * BEGIN ... COMMIT or a savepoint, writes are refused, so the list never
  * has to follow a transaction's partial rollbacks. Writes are refused too
- * while this connection holds any lock (rl_session_nodes_begin). */
+ * while this connection holds any lock (rl_session_nodes_begin).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 #include "rl_round.h"
 

@@ -1,5 +1,6 @@
 /* fuzz_common: what every fuzz target shares: the libFuzzer entry point's
- * prototype and a hard failure that names the broken invariant. */
+ * prototype and a hard failure that names the broken invariant.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef FUZZ_COMMON_H
 #define FUZZ_COMMON_H
 

@@ -2,7 +2,8 @@
  * rl_conn that has a fuzzed number of commands outstanding: rl_conn_progress
  * reads them, rl_conn_next_reply hands out replies matched to their tags in
  * order. A reply nobody asked for, or a protocol error, must break the
- * connection (and never hand out a reply with the wrong tag). */
+ * connection (and never hand out a reply with the wrong tag).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>

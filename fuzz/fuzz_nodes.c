@@ -12,7 +12,8 @@
  * shows does not depend on the password's value (the same row inserted with
  * another password of the same length reads back the same); the url column
  * parses back to the row's host, port and db. No name is looked up in DNS
- * (no_dns.c) and no connection is made (no lock function is called). */
+ * (no_dns.c) and no connection is made (no lock function is called).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <sqlite3.h>
 #include <string.h>
 

@@ -9,7 +9,8 @@
  * or array, never for a set-up or unknown kind); a no or fail always says
  * why, in text without control characters; the reason fits its buffer;
  * last_error after a set-up reply is valid UTF-8 without control characters
- * and never shows the node's password, which a server may echo. */
+ * and never shows the node's password, which a server may echo.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <string.h>
 
 #include "fuzz_common.h"

@@ -19,7 +19,8 @@
  * every call it lets through); and when the stored schema mentions the
  * function (redlock_guard_mentions), no call of it gets through in a
  * statement that uses the hostile database (has a transaction open on it).
- * No node is configured, so nothing touches the network. */
+ * No node is configured, so nothing touches the network.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <sqlite3.h>
 #include <string.h>
 

@@ -4,7 +4,8 @@
  * repeats nothing of the input; an accepted URL passes rl_endpoint_check;
  * the URL shown back (rl_endpoint_format_url) never depends on the password
  * and parses again to the same host, port, db, user name and TLS options;
- * copies are exact. */
+ * copies are exact.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <string.h>
 
 #include "fuzz_common.h"

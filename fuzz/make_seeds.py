@@ -6,6 +6,7 @@
 Seeds are plain files; crash inputs that were fixed are kept beside them as
 regress-* and are never rewritten here. The input formats are those read by
 fuzz_url.c, fuzz_reply.c, fuzz_conn.c, fuzz_nodes.c and fuzz_schema.c."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import struct

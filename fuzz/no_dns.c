@@ -1,7 +1,8 @@
 /* no_dns: the fuzz targets are linked with -Wl,--wrap=getaddrinfo so that a
  * fuzzed host name is never looked up in DNS: only numeric addresses
  * resolve; a name fails as an unknown host would. No fuzz run sends a packet
- * anywhere. */
+ * anywhere.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <netdb.h>
 #include <stddef.h>
 

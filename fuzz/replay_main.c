@@ -2,7 +2,8 @@
  * directories without libFuzzer, so the corpus (seeds and every crash input
  * kept as a regression) is replayed by any compiler with sanitizers:
  *     replay_url fuzz/corpus/url
- * Exits 0 when every input ran; a finding aborts through the sanitizer. */
+ * Exits 0 when every input ran; a finding aborts through the sanitizer.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 # nodes on free loopback ports and prints one table).
 #   BENCH_SECONDS=1     seconds per throughput measurement
 #   BENCH_ARGS=...    more options for bench/run.py (see --help)
+# SPDX-License-Identifier: BSD-3-Clause
 
 BENCH_BUILD  = build/bench
 BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc

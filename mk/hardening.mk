@@ -16,6 +16,7 @@
 # Reports of the sanitizer run are written to build/sanitize/logs/ and read
 # by mk/hardening/sanitizer_logs.py, so a report from any process (a shell
 # that was expected to fail, a worker) is seen, not only a failed test.
+# SPDX-License-Identifier: BSD-3-Clause
 
 HARDEN      := mk/hardening
 SAN_DIR     := build/sanitize

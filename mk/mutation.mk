@@ -11,6 +11,7 @@
 #                   must pass. About 3 minutes.
 #
 # `make test` runs a few checker scenarios for a shorter time (test_checker.py).
+# SPDX-License-Identifier: BSD-3-Clause
 
 CHECKER_SECONDS ?= 10
 MUTANT_SECONDS  ?= 5

@@ -2,6 +2,7 @@
 # Makes sure the Debian packages redlock builds and tests with are present.
 # As root it installs what is missing with apt-get; otherwise it prints the
 # exact command to run and fails.
+# SPDX-License-Identifier: BSD-3-Clause
 set -u
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

@@ -41,6 +41,7 @@ Command line, against running nodes::
 
     /usr/bin/python3 sql-tests/checker.py redis://127.0.0.1:7001,redis://... [workers] [seconds]
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import json
 import os

@@ -19,6 +19,7 @@ expectation. `make checker` runs it; test_checker.py runs a few scenarios
 for a shorter time in `make test`; mutants.py runs a few against engines
 built with deliberate bugs.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
 import os

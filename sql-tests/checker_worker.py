@@ -27,6 +27,7 @@ write, which the resource must reject once a newer holder has written.
 It prints one JSON line: counts, error samples, and every hold
 (start, end, fence, id) for the checker to compare.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import json
 import os

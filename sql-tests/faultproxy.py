@@ -74,6 +74,7 @@ Commands, one per line, on stdin and on every connection to the control port
 SIGTERM/SIGINT or ``quit`` stop the proxy.  Stdin end-of-file only stops the
 stdin reader unless --exit-on-stdin-eof is given.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
 import collections

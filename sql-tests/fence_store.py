@@ -9,6 +9,7 @@ rejects it otherwise ("stale write rejected"). Every attempt is logged in
 order, for the checker to find a stale write that was accepted: a write of
 an older hold accepted after a newer hold had written.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import sqlite3
 

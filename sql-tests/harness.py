@@ -17,6 +17,7 @@ Every server, worker and shell started here is tracked and stopped by
 cleanup_test() / terminate_all(), which run between tests, at exit, and on
 SIGTERM.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import atexit
 import json

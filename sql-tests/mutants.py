@@ -14,6 +14,7 @@ makes a caught mutant mean something.
 `make mutants` runs it with the compiler and flags of the Makefile
 (CC, MUTANT_FLAGS, MUTANT_LIBS in the environment).
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
 import os

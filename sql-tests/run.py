@@ -11,8 +11,11 @@ failed; the module's remaining tests continue in a fresh process.
 
 FILTER: run only tests whose name "module.test" contains one of the strings.
 Prints "PASS name" or "FAIL name: reason" per test, then "N passed, N failed".
+A test that cannot run here (say, it needs root) raises unittest.SkipTest and
+shows as "SKIP name: reason"; the closing line then adds ", N skipped".
 Exit status 1 if anything failed.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import faulthandler
 import importlib.util
@@ -25,6 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -71,8 +75,11 @@ def _child(module_path, filters, skip, timeout, fd, dumpfile):
         faulthandler.dump_traceback_later(timeout, exit=True, file=dump)
         t0 = time.monotonic()
         err = None
+        skipped = None
         try:
             fn()
+        except unittest.SkipTest as e:
+            skipped = str(e) or "skipped"
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -86,7 +93,7 @@ def _child(module_path, filters, skip, timeout, fd, dumpfile):
                 if err is None:
                     err = "cleanup failed:\n" + traceback.format_exc()
             faulthandler.cancel_dump_traceback_later()
-        send(event="end", name=full, ok=err is None, error=err,
+        send(event="end", name=full, ok=err is None, error=err, skipped=skipped,
              seconds=round(time.monotonic() - t0, 3))
     harness.terminate_all()
     return 0
@@ -100,6 +107,7 @@ class Results:
     def __init__(self, verbose):
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
         self.verbose = verbose
 
     def ok(self, name, seconds=None):
@@ -108,6 +116,10 @@ class Results:
             print("PASS %s (%.2fs)" % (name, seconds), flush=True)
         else:
             print("PASS %s" % name, flush=True)
+
+    def skip(self, name, reason):
+        self.skipped += 1
+        print("SKIP %s: %s" % (name, " ".join(reason.split())), flush=True)
 
     def fail(self, name, reason, detail=""):
         self.failed += 1
@@ -205,7 +217,9 @@ def run_module(path, filters, timeout, res, tmpdir):
                     current, started = m["name"], time.monotonic()
                 elif ev == "end":
                     done.add(m["name"])
-                    if m["ok"]:
+                    if m["ok"] and m.get("skipped"):
+                        res.skip(m["name"], m["skipped"])
+                    elif m["ok"]:
                         res.ok(m["name"], m.get("seconds"))
                     else:
                         err = m["error"] or "failed"
@@ -293,7 +307,9 @@ def main(argv):
         run_unit(res)
     if verbose:
         print("(%.1fs)" % (time.monotonic() - t0))
-    print("%d passed, %d failed" % (res.passed, res.failed), flush=True)
+    print("%d passed, %d failed%s" % (res.passed, res.failed,
+                                      ", %d skipped" % res.skipped if res.skipped else ""),
+          flush=True)
     return 1 if res.failed or (res.passed == 0) else 0
 
 

@@ -5,6 +5,7 @@ credentials as a clear per-node error (in last_error and in the acquire
 error), and the password never shown: not in redlock_nodes (password and
 url columns masked), not in any error message, not in redlock_version(),
 redlock_config() or redlock_locks, not in what the sqlite3 shell prints."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import sqlite3
 

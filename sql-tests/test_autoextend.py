@@ -7,6 +7,7 @@ when an extension fails. From /usr/bin/python3 and from the sqlite3 shell.
 Run: /usr/bin/python3 sql-tests/run.py test_autoextend
  or: /usr/bin/python3 sql-tests/test_autoextend.py   (prints the evidence)
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import signal

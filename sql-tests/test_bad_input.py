@@ -17,6 +17,7 @@ cluster. After the case:
 
 Crashes and leaks in these paths are what `make test SANITIZE=1` (this file
 under ASan/UBSan) and `make valgrind` (its bad_input scenario) look for."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import shutil

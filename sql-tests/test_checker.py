@@ -19,6 +19,7 @@ shows the checker can fail.
 
 Each run prints one summary line (also appended to $REDLOCK_FAULT_REPORT
 when set)."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 from harness import check
 import checker_matrix as m

@@ -1,4 +1,5 @@
 """redlock_config(name [, value]) and redlock_version()."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import harness as h
 from harness import check, eq, is_token, redlock_error, value

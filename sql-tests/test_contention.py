@@ -1,5 +1,6 @@
 """Several processes contending for one name never hold it at the same time.
 (Small runs; a deeper checker lives elsewhere.)"""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import sqlite3

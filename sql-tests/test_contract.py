@@ -1,5 +1,6 @@
 """The lock contract (acquire / release / extend / wait) on 1, 3 and 5 nodes,
 checked both through SQL and in Redis itself."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import threading
 

@@ -1,5 +1,6 @@
 """Node failures: a minority down still locks; a majority down is an error
 soon, naming the failing nodes, and leaves nothing behind."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import time
 

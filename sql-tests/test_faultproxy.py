@@ -7,6 +7,7 @@ ordering and semantics, and every wait is bounded.
 
 Run directly:  /usr/bin/python3 sql-tests/test_faultproxy.py [name-filter]
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import contextlib
 import os

@@ -5,6 +5,7 @@ For each: the lock is still taken on the two healthy nodes, the node's
 redlock_nodes.last_error shows the reason, and the error is never counted as
 a yes: with unsafe_test_quorum = 3 (every node must say yes) the acquire
 fails."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import shutil
 import time

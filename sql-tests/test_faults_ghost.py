@@ -6,6 +6,7 @@ does not linger there for the whole TTL.
 
 TTL is 60 s so a lingering key is plain; the key must be gone well within
 GONE seconds of the node resuming."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import time
 

@@ -6,6 +6,7 @@ Late replies are matched to their own command, never to a later one.
 
 The per-node timeout is made long here (SLOW_TIMEOUT_MS) so that paying it
 or not is plain in the measured time; the bounds stay generous."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import time

@@ -2,6 +2,7 @@
 twice, and (with restart_guard on) a node that restarted recently must not
 give a vote that would make a lock pass. Each test is built so that the
 lock WOULD pass if that node's yes counted, and asserts that it does not."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import socket
 import time

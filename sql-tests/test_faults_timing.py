@@ -10,6 +10,7 @@ The bound is generous (BOUND, per-node timeout 50 ms): it only catches calls
 that wait without a deadline or pay a timeout many times over. The measured
 times are printed (and appended to $REDLOCK_FAULT_REPORT when set) so the
 worst cases can be reported."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import time

@@ -9,6 +9,7 @@ minority of nodes killed -9 and restarted empty between acquisitions.
 Run: /usr/bin/python3 sql-tests/run.py test_fencing
  or: /usr/bin/python3 sql-tests/test_fencing.py   (prints the fence sequences)
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import sys

@@ -4,6 +4,7 @@ connection must neither act on the parent's locks (reentrancy must not hand
 the child the parent's token; closing the copy must not release them) nor
 touch the parent's sockets, and the parent goes on as if nothing happened.
 """
+# SPDX-License-Identifier: BSD-3-Clause
 import os
 
 import harness as h

@@ -13,6 +13,7 @@
 * Smaller: node id 2^63-1, NUL in settings, redlock_fence of an expired
   lock, ttl_ms below the drift allowance, type errors of settings, the
   default node named in errors when REDLOCK_NODES is unset."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import re
 import sqlite3

@@ -1,6 +1,7 @@
 """sqlite3_interrupt() during a waiting acquire: the call ends within
 milliseconds with an "interrupted" error, not when wait_ms runs out, and
 leaves no key of its own on any node."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import sqlite3
 import threading

@@ -1,6 +1,7 @@
 """Misuse: each is an error whose text starts with 'redlock: ', and takes no
 lock. Also SQLITE_DIRECTONLY: a database file cannot call the functions or
 the table through a view or a trigger."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import sqlite3

@@ -1,5 +1,6 @@
 """The redlock_nodes virtual table: seeding, INSERT by columns and by url,
 UPDATE, DELETE, password masking, state and last_error."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import harness as h
 from harness import check, eq, is_token, node_rows, redlock_error, value

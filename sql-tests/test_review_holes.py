@@ -9,6 +9,7 @@ Each test rebuilds the reviewer's scenario on real redis-server processes,
 with the fault proxy where a fault must hit at a chosen moment, and asserts
 what a user would check: no two holders, no repeated fencing number, the
 documented return value."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import threading
 import time

@@ -13,6 +13,7 @@ tried with the file opened as main and attached.
 SQLite 3.40 itself refuses DEFAULT, triggers, views (DIRECTONLY) and
 generated columns and index expressions (non-deterministic); it does not
 refuse a CHECK constraint: that is the extension's part."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import json
 import os

@@ -6,6 +6,7 @@ sqlite3 shell. (Auto-extension: test_autoextend.py; fencing: test_fencing.py.)
 Run: /usr/bin/python3 sql-tests/run.py test_session
  or: /usr/bin/python3 sql-tests/test_session.py   (also prints the notes)
 """
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import re

@@ -1,4 +1,5 @@
 """The contract from the real sqlite3 shell, as a batch job would use it."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import tempfile

@@ -4,6 +4,7 @@ certificates, the tls_* settings and URL options, files checked when they
 are written, plain/TLS port mismatches, session resumption, and a forked
 child that must not touch its parent's TLS connections. Certificates are
 made by openssl when the module starts (harness.TlsCerts)."""
+# SPDX-License-Identifier: BSD-3-Clause
 import os
 import socket
 import threading

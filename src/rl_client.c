@@ -1,4 +1,5 @@
-/* rl_client: the node list, its settings and its life cycle (see rl_client.h). */
+/* rl_client: the node list, its settings and its life cycle (see rl_client.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_client.h"
 
 #include <netdb.h>

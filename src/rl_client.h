@@ -3,7 +3,8 @@
  *
  * A client is used by one caller thread plus, at most, the auto-extension
  * thread; every public engine function takes c->mu for the time it talks to
- * the nodes and never sleeps while holding it. */
+ * the nodes and never sleeps while holding it.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_CLIENT_H
 #define RL_CLIENT_H
 

@@ -1,4 +1,5 @@
-/* rl_clock: monotonic time for deadlines and validity (see rl_clock.h). */
+/* rl_clock: monotonic time for deadlines and validity (see rl_clock.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_clock.h"
 
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* rl_clock: the one clock every deadline and lock validity is measured on.
  * It is monotonic and keeps counting while the machine is suspended
- * (CLOCK_BOOTTIME), because Redis keeps expiring keys while we sleep. */
+ * (CLOCK_BOOTTIME), because Redis keeps expiring keys while we sleep.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_CLOCK_H
 #define RL_CLOCK_H
 

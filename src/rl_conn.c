@@ -1,5 +1,6 @@
 /* rl_conn: a non-blocking connection, plain or TLS, with tagged replies
- * (see rl_conn.h). */
+ * (see rl_conn.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_conn.h"
 
 #include <errno.h>

@@ -9,7 +9,8 @@
  * read pops the tag at its head, so a late reply is always matched to the
  * command that asked for it and never to a later one.
  *
- * Nothing here blocks; the caller polls rl_conn_fd() for rl_conn_events(). */
+ * Nothing here blocks; the caller polls rl_conn_fd() for rl_conn_events().
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_CONN_H
 #define RL_CONN_H
 

@@ -1,5 +1,6 @@
 /* rl_endpoint: node addresses, credentials, TLS options, and redis:// and
- * rediss:// URL parsing. */
+ * rediss:// URL parsing.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_endpoint.h"
 
 #include <stdio.h>

@@ -7,7 +7,8 @@
  * the client's settings of the same names for this node. host may be a
  * name, an IPv4 address or a bracketed IPv6 address; user, password and
  * option values are percent-decoded. Error texts never repeat the URL, because it
- * may hold a password. */
+ * may hold a password.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_ENDPOINT_H
 #define RL_ENDPOINT_H
 

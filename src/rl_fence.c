@@ -1,4 +1,5 @@
-/* rl_fence: fencing counter write-back (see rl_fence.h). */
+/* rl_fence: fencing counter write-back (see rl_fence.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_fence.h"
 
 #include <stdio.h>

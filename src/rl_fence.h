@@ -4,7 +4,8 @@
  * number, in time or late, gets its counter raised to that highest number.
  * The number may be handed out only once a quorum stores it (then any later
  * majority overlaps one of them and draws a larger one); the caller checks
- * that with the count rl_fence_writeback returns. */
+ * that with the count rl_fence_writeback returns.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_FENCE_H
 #define RL_FENCE_H
 

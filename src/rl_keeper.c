@@ -3,7 +3,8 @@
  * never re-creates an expired lock (the extend script cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
  * when the session ends. A lock released by its owner leaves the held list
- * before its release is sent, so the keeper never extends it afterwards. */
+ * before its release is sent, so the keeper never extends it afterwards.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

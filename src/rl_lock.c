@@ -1,4 +1,5 @@
-/* rl_lock: Redlock acquire, release and extend (see rl_lock.h). */
+/* rl_lock: Redlock acquire, release and extend (see rl_lock.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_lock.h"
 
 #include <stdarg.h>

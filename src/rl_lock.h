@@ -1,6 +1,7 @@
 /* rl_lock: the Redlock algorithm over a client's nodes: acquire with
  * retries, release and extend by token, and fencing numbers. Stateless: what
- * an owner holds is kept by rl_session. */
+ * an owner holds is kept by rl_session.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_LOCK_H
 #define RL_LOCK_H
 

@@ -1,6 +1,7 @@
 /* rl_node: one node's health: connecting with set-up commands, marking it
  * down with a growing backoff, reading what INFO and ROLE say about it, and
- * deciding whether its yes vote may count (see rl_client.h). */
+ * deciding whether its yes vote may count (see rl_client.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_client.h"
 
 #include <stdio.h>

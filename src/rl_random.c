@@ -1,4 +1,5 @@
-/* rl_random: tokens and jitter from getrandom(2) (see rl_random.h). */
+/* rl_random: tokens and jitter from getrandom(2) (see rl_random.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_random.h"
 
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* rl_random: lock tokens and retry jitter from the kernel's CSPRNG
  * (getrandom(2)). Nothing here falls back to a weaker source: if the kernel
- * cannot give randomness, no token is made and no lock is taken. */
+ * cannot give randomness, no token is made and no lock is taken.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_RANDOM_H
 #define RL_RANDOM_H
 

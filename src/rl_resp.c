@@ -1,4 +1,5 @@
-/* rl_resp: RESP command formatting and reply objects (see rl_resp.h). */
+/* rl_resp: RESP command formatting and reply objects (see rl_resp.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_resp.h"
 
 #include <stdio.h>

@@ -1,7 +1,8 @@
 /* rl_resp: the Redis protocol pieces the engine needs. Commands are written
  * into a byte buffer by our own formatter (binary-safe, with lengths), and
  * replies are parsed by hiredis's redisReader building our own reply
- * objects, so no allocation failure inside hiredis can abort the host. */
+ * objects, so no allocation failure inside hiredis can abort the host.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_RESP_H
 #define RL_RESP_H
 

@@ -1,5 +1,6 @@
 /* rl_round: fan-out of one command to all nodes over one poll loop
- * (see rl_round.h). */
+ * (see rl_round.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_round.h"
 
 #include <poll.h>

@@ -7,7 +7,8 @@
  * later round and matched to their own command by tag. A node that misses
  * its deadline is marked down and its connection kept only as "stale" (so a
  * late SET and the cleanup queued behind it both reach the node in order);
- * a node known to be down costs nothing until its backoff has passed. */
+ * a node known to be down costs nothing until its backoff has passed.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_ROUND_H
 #define RL_ROUND_H
 

@@ -1,6 +1,7 @@
 /* rl_scripts: the Lua scripts sent with EVAL. EVAL (not EVALSHA) means a
  * node that lost its script cache (restart, SCRIPT FLUSH) never answers
- * NOSCRIPT; Redis hashes and caches the body itself. */
+ * NOSCRIPT; Redis hashes and caches the body itself.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_SCRIPTS_H
 #define RL_SCRIPTS_H
 

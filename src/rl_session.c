@@ -1,4 +1,5 @@
-/* rl_session: held locks of one owner (see rl_session.h). */
+/* rl_session: held locks of one owner (see rl_session.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_session.h"
 
 #include <stdio.h>

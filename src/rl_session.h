@@ -4,7 +4,8 @@
  * long each lock is still valid, and gives everything back when it ends.
  *
  * Thread use: one caller thread; the session's mutex guards the held list
- * so a background thread may read and update it. */
+ * so a background thread may read and update it.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_SESSION_H
 #define RL_SESSION_H
 

@@ -1,4 +1,5 @@
-/* rl_settings: settings by name (see rl_settings.h). */
+/* rl_settings: settings by name (see rl_settings.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_settings.h"
 
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* rl_settings: the named settings of a client, with their types, ranges and
- * defaults, read and written by name (redlock_config in SQL). */
+ * defaults, read and written by name (redlock_config in SQL).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_SETTINGS_H
 #define RL_SETTINGS_H
 

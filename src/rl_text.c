@@ -1,4 +1,5 @@
-/* rl_text: safe text for users (see rl_text.h). */
+/* rl_text: safe text for users (see rl_text.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_text.h"
 
 #include <string.h>

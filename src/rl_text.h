@@ -2,7 +2,8 @@
  * redlock_nodes.last_error) is made safe to show. It cuts at a UTF-8
  * character boundary, replaces control characters and invalid sequences,
  * and masks the secrets a server may echo back from the commands we sent
- * (the node's password, a lock's token). */
+ * (the node's password, a lock's token).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_TEXT_H
 #define RL_TEXT_H
 

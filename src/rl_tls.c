@@ -1,5 +1,6 @@
 /* rl_tls: contexts, per-connection SSL objects, session resumption and
- * error texts for TLS node connections (see rl_tls.h). */
+ * error texts for TLS node connections (see rl_tls.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_tls.h"
 
 #include <arpa/inet.h>

@@ -12,7 +12,8 @@
  *
  * Errors say what failed: the verification reason, the setting and file
  * that could not be loaded, a server that does not speak TLS. They never
- * carry key bytes. */
+ * carry key bytes.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_TLS_H
 #define RL_TLS_H
 

@@ -1,4 +1,5 @@
-/* rl_vote: reply classification for lock commands (see rl_vote.h). */
+/* rl_vote: reply classification for lock commands (see rl_vote.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_vote.h"
 
 #include <stdio.h>

@@ -1,6 +1,7 @@
 /* rl_vote: what one node's reply to one lock command means. A reply is a
  * yes only in the exact shape the command returns on success; an error
- * reply, or any other shape, is a failure with a reason, never a yes. */
+ * reply, or any other shape, is a failure with a reason, never a yes.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_VOTE_H
 #define RL_VOTE_H
 

@@ -1,4 +1,5 @@
-/* rl_wait: pub/sub wake-ups for waiting acquires (see rl_wait.h). */
+/* rl_wait: pub/sub wake-ups for waiting acquires (see rl_wait.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_wait.h"
 
 #include <poll.h>

@@ -6,7 +6,8 @@
  * only when notify-keyspace-events is on, so expiries wake us too there). A
  * message on either wakes the waiter at once. The random retry delay stays
  * the bound on every wait, so a release that publishes nothing (another
- * client's, or a plain expiry) costs at most one delay, as with polling. */
+ * client's, or a plain expiry) costs at most one delay, as with polling.
+ * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_WAIT_H
 #define RL_WAIT_H
 

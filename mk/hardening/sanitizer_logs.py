@@ -19,6 +19,7 @@ in libsqlite3 (the fast unwinder stops there). A leak with any frame
 outside libsqlite3 (python's, or ours) still fails the run; leaks of
 sqlite3_malloc'd memory by the extension are caught with full stacks by
 the sqlite3 shell runs here and by `make valgrind`."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import re

@@ -10,6 +10,7 @@ shell's output and the keys on the nodes, and passes only when valgrind's
 log shows no error at all (ERROR SUMMARY: 0, which with
 --errors-for-leak-kinds=definite,indirect includes every definite or
 indirect leak). Prints PASS/FAIL per scenario and "N passed, N failed"."""
+# SPDX-License-Identifier: BSD-3-Clause
 
 import os
 import re
