@@ -118,7 +118,7 @@ def test_restart_guard_3n():
     restarted node's yes could make a quorum with C."""
     with h.Cluster(3) as c:
         a, b, cc = c.nodes
-        need = GUARD_TTL // 1000 + 1     # INFO says whole seconds; the guard adds the drift allowance
+        need = GUARD_TTL // 1000 + 2     # INFO says whole seconds, read with one taken off; plus drift
         h.wait_until(lambda: all(_uptime(x) >= need for x in c), need + 3, interval=0.1,
                      what="nodes older than the guard TTL")
         con = h.connect(c, restart_guard=1, reconnect_min_ms=20, reconnect_max_ms=100)

@@ -56,7 +56,7 @@ def _restart_scenario(c):
     n2 is killed and restarted without persistence: it forgot the lock.
     Returns (A, the lock's token, the proxy)."""
     n1, n2, n3 = c.nodes
-    h.wait_until(lambda: all(_uptime(x) >= SHORT_TTL // 1000 + 1 for x in c), 5, interval=0.1,
+    h.wait_until(lambda: all(_uptime(x) >= SHORT_TTL // 1000 + 2 for x in c), 6, interval=0.1,
                  what="nodes older than the short TTL")
     p3 = FaultProxy(n3.host, n3.port)
     p3.refuse()

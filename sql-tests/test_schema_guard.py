@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import unittest
 import threading
 
 import harness as h
@@ -397,8 +398,7 @@ NODE, NODE_WHY = _node_setup()
 
 def test_node_recent_sqlite_check():
     if NODE is None:
-        print("SKIP test_node_recent_sqlite_check: %s" % NODE_WHY)
-        return
+        raise unittest.SkipTest(NODE_WHY)
     c = h.shared_cluster(1)
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, REDLOCK_NODES=h.nodes_env_of(c))

@@ -124,6 +124,9 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
     char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
     rl_text_clean(shown, 13, run_id, strlen(run_id));
+    /* A run_id other than the one this node had means a restart that this
+     * connection saw happen just now, whatever uptime the server reports. */
+    int restart_seen = node->run_id[0] && strcmp(node->run_id, run_id) != 0;
     snprintf(node->run_id, sizeof node->run_id, "%s", run_id);
     node->info_known = 1;
 
@@ -135,7 +138,12 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
         long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
         if (up_s < 0) up_s = 0;
         if (up_s > 10000000000LL) up_s = 10000000000LL; /* 300 years: far above any TTL, and no overflow below */
-        node->uptime_ms = (int64_t)up_s * 1000; /* whole seconds, rounded down: never more than the truth */
+        /* Redis counts whole seconds of its cached wall clock since a start
+         * time it also cut to whole seconds, so the figure may be up to one
+         * second more than the truth (1 after 0.2 s): take one second off. */
+        up_s = up_s > 0 ? up_s - 1 : 0;
+        if (restart_seen) up_s = 0;
+        node->uptime_ms = (int64_t)up_s * 1000;
         node->uptime_at_us = rl_now_us();
     }
 
