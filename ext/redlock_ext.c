@@ -96,8 +96,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         free(st);
         return SQLITE_NOMEM;
     }
-    st->session->client->cancel = interrupted;
-    st->session->client->cancel_ctx = db;
+    rl_client_set_cancel(st->session->client, interrupted, db);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);

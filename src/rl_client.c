@@ -79,6 +79,11 @@ static void node_free(rl_node *node) {
     free(node);
 }
 
+void rl_client_set_cancel(rl_client *c, int (*cancel)(void *ctx), void *ctx) {
+    c->cancel = cancel;
+    c->cancel_ctx = ctx;
+}
+
 void rl_client_free(rl_client *c) {
     if (!c) return;
     rl_client_settle(c); /* late replies still act (fence write-backs), bounded */

@@ -115,6 +115,10 @@ typedef struct rl_client {
 /* A new client with default settings and no nodes; NULL on OOM. */
 rl_client *rl_client_new(void);
 
+/* Sets the callback a waiting acquire asks every RL_CANCEL_PERIOD_US
+ * (NULL: never cancelled). Set once, before the client is used. */
+void rl_client_set_cancel(rl_client *c, int (*cancel)(void *ctx), void *ctx);
+
 /* Waits (bounded by each node's timeout) for replies still owed, which act
  * as late replies do (rl_client_settle), gives cleanups queued on stalled
  * connections a bounded chance to leave, then closes every connection and

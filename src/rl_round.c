@@ -113,9 +113,11 @@ static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn 
     }
 }
 
-/* After I/O: broken connections, stalled nodes, drained stale connections. */
-static void check_nodes(rl_client *c, rl_round *r) {
-    int64_t now = rl_now_us();
+/* After I/O: broken connections, stalled nodes, drained stale connections.
+ * now is the time last_look judged by: a node counts as stalled only when a
+ * look made after its deadline found nothing, even if this process was
+ * paused between that look and here. */
+static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         if (node->stale && (node->stale->broken || node->stale->count == 0 || now >= node->stale_until_us)) {
@@ -144,14 +146,12 @@ static void check_nodes(rl_client *c, rl_round *r) {
     }
 }
 
-/* Fix (issue 3): the checker's clean runs on a loaded 2-core host saw "4 of 5
- * nodes failed: no answer within 50 ms" with no fault at all: when this
- * process is descheduled after ppoll returned (with only some nodes ready),
- * the other replies arrive meanwhile, and check_nodes took their passed
- * deadlines for stalls without reading them. So before a node is declared
- * stalled, its socket gets one more look without waiting. */
-static void last_look(rl_client *c, rl_round *r, uint64_t op) {
-    int64_t now = rl_now_us();
+/* A process descheduled or paused after ppoll returned (with only some nodes
+ * ready) finds the other replies arrived meanwhile and their deadlines
+ * passed; taking those for stalls would fail healthy nodes on a loaded host.
+ * So a node whose deadline has passed by now gets one more look without
+ * waiting before check_nodes may declare it stalled. */
+static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         rl_conn *conn = c->nodes[i]->conn;
         const rl_tag *oldest = conn && !conn->broken ? rl_conn_oldest(conn) : NULL;
@@ -200,8 +200,9 @@ static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
         rl_conn_progress(conns[j], pfd[j].revents);
         read_replies(c, r, op, who[j], conns[j]);
     }
-    last_look(c, r, op);
-    check_nodes(c, r);
+    now = rl_now_us();
+    last_look(c, r, op, now);
+    check_nodes(c, r, now);
 out:
     if (pfd != pfd_small) {
         free(pfd);
