@@ -199,7 +199,7 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         if (is_err) server_said(node, "AUTH failed: ", r->str, r->len);
         break;
     case RL_K_SELECT:
-        /* Fix (issue 3): a failed SELECT leaves the connection on database 0;
+        /* A failed SELECT leaves the connection on database 0;
          * like a failed AUTH, its yes votes must not count (rl_round.c). */
         if (is_err && !node->auth_failed) { /* after a failed AUTH, that is the reason to show */
             snprintf(what, sizeof what, "SELECT %d failed: ", node->ep.db);

@@ -91,7 +91,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         state = RL_V_FAIL, blocked = 1;
     if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
-    /* Fix (issue 3): a connection whose AUTH or SELECT failed is not the user
+    /* A connection whose AUTH or SELECT failed is not the user
      * or database the node was configured with, yet on a server whose default
      * user needs no password it still runs our commands. Its yes must never
      * count (WRONGPASS is a vote against, like any error reply). */
@@ -251,7 +251,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
         r->asked++;
         v->state = RL_V_PENDING;
         int64_t now = rl_now_us();
-        /* Fix (issue 3): no new connection while the stalled one still owes
+        /* No new connection while the stalled one still owes
          * replies. A release sent on a new connection could overtake a SET
          * still queued on the stalled one (the server reads two sockets in no
          * fixed order: that key lingered for its whole TTL, see
@@ -273,7 +273,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             }
             continue;
         }
-        /* Fix (issue 3): a node's deadline counts from when its command is
+        /* A node's deadline counts from when its command is
          * written, not from r->start_us: if this process is descheduled in
          * between (a loaded host; the checker saw every node of a clean run
          * "fail"), a deadline already past made healthy nodes look stalled
@@ -301,7 +301,7 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
         rl_conn *conn = NULL;
-        /* Fix (issue 3): a FAIL that answered may be a yes that did not count
+        /* A FAIL that answered may be a yes that did not count
          * (failed AUTH, replica, duplicate, restart guard): the key may be set
          * there all the same, so it gets the cleanup too. Only a plain no (the
          * key holds another token) and nodes not asked are skipped. */
