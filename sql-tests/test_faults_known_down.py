@@ -181,16 +181,19 @@ def test_late_replies_never_answer_later_commands_3n():
 
 def test_hung_node_memory_stays_bounded_3n():
     """A hung node's stalled connection takes the cleanups that may matter
-    (the first ones), not one for every later release: over 60,000 cycles
+    (the first ones), not one for every later release: over 40,000 cycles
     with one node of three stopped, the shell's resident memory must not
-    grow by megabytes (a cleanup queued per release would add ~18 MB)."""
+    grow by megabytes (a cleanup queued per release would add ~12 MB)."""
     cycle = ("SELECT sum(redlock_release('m'||value, redlock_acquire('m'||value, 10000))) "
              "FROM generate_series(1, %d);")
     rss = ".system grep VmRSS /proc/$PPID/status"
+    # Under the sanitizers the bound is not asserted (see below) and a cycle
+    # costs several times more: fewer cycles keep the test within its limit.
+    cycles = 12000 if os.environ.get("REDLOCK_SANITIZE") else 40000
     with h.Cluster(3) as c:
         c[2].stop()
         try:
-            rc, out, err = h.shell("\n".join([cycle % 5000, rss, cycle % 60000, rss,
+            rc, out, err = h.shell("\n".join([cycle % 5000, rss, cycle % cycles, rss,
                                               "SELECT state FROM redlock_nodes WHERE id = 3;"]),
                                    c, timeout=120)
         finally:
@@ -199,9 +202,9 @@ def test_hung_node_memory_stays_bounded_3n():
         lines = out.split()
         kib = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "VmRSS:"]
         eq(len(kib), 2, "two VmRSS readings in %r" % out)
-        check("5000" in lines and "60000" in lines, "every cycle released its own lock: %r" % out)
+        check("5000" in lines and str(cycles) in lines, "every cycle released its own lock: %r" % out)
         check(lines[-1] == "down", "the stopped node is known down: %r" % lines[-1])
-        report("hung-node memory: VmRSS %d KiB -> %d KiB over 60000 cycles" % (kib[0], kib[1]))
+        report("hung-node memory: VmRSS %d KiB -> %d KiB over %d cycles" % (kib[0], kib[1], cycles))
         if os.environ.get("REDLOCK_SANITIZE"):
             # Under ASan the resident size is its quarantine of freed memory
             # (256 MB), not ours; the plain run asserts this bound.
