@@ -13,6 +13,7 @@
 #include "redlock_ext.h"
 #include "rl_round.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,9 +171,13 @@ static int nodes_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
     return SQLITE_OK;
 }
 
-static int vtab_error(sqlite3_vtab *vt, const char *fmt, const char *detail) {
+/* Sets the table's error message (cleaned like every other) and returns SQLITE_ERROR. */
+__attribute__((format(printf, 2, 3))) static int vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     sqlite3_free(vt->zErrMsg);
-    vt->zErrMsg = sqlite3_mprintf(fmt, detail);
+    vt->zErrMsg = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
     if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
     return SQLITE_ERROR;
 }
@@ -184,25 +189,25 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     memset(ep, 0, sizeof *ep);
     if ((sqlite3_value_type(cols[COL_STATE]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_STATE])) ||
         (sqlite3_value_type(cols[COL_LAST_ERROR]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_LAST_ERROR])))
-        return vtab_error(vt, "redlock: state and last_error are read-only%s", "");
+        return vtab_error(vt, "redlock: state and last_error are read-only");
     if (sqlite3_value_type(cols[COL_TLS_RESUMED]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_TLS_RESUMED]))
-        return vtab_error(vt, "redlock: tls_resumed is read-only%s", "");
+        return vtab_error(vt, "redlock: tls_resumed is read-only");
     /* tls: 0 or 1; NULL on INSERT is 0 (or what the url says). */
     sqlite3_value *tv = cols[COL_TLS];
     int tls_given = sqlite3_value_type(tv) != SQLITE_NULL && !sqlite3_value_nochange(tv);
     if (tls_given && (sqlite3_value_type(tv) != SQLITE_INTEGER || (sqlite3_value_int64(tv) != 0 && sqlite3_value_int64(tv) != 1)))
-        return vtab_error(vt, "redlock: tls must be 0 (plain TCP) or 1 (TLS)%s", "");
+        return vtab_error(vt, "redlock: tls must be 0 (plain TCP) or 1 (TLS)");
     int have_url = sqlite3_value_type(cols[COL_URL]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_URL]);
     if (have_url) {
-        if (sqlite3_value_type(cols[COL_URL]) != SQLITE_TEXT) return vtab_error(vt, "redlock: url must be text%s", "");
+        if (sqlite3_value_type(cols[COL_URL]) != SQLITE_TEXT) return vtab_error(vt, "redlock: url must be text");
         if (!old && sqlite3_value_type(cols[COL_HOST]) != SQLITE_NULL)
-            return vtab_error(vt, "redlock: give either url or host/port/... columns, not both%s", "");
+            return vtab_error(vt, "redlock: give either url or host/port/... columns, not both");
         const char *u = (const char *)sqlite3_value_text(cols[COL_URL]);
         if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(cols[COL_URL]), ep, err, sizeof err) != 0)
             return vtab_error(vt, "redlock: %s", err);
         if (tls_given && sqlite3_value_int64(tv) != ep->tls) {
             rl_endpoint_clear(ep);
-            return vtab_error(vt, "redlock: tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)%s", "");
+            return vtab_error(vt, "redlock: tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
         }
         if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
             ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
@@ -211,16 +216,16 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     /* Columns: host, port, db, username, password, timeout_ms. */
     sqlite3_value *h = cols[COL_HOST];
     if (sqlite3_value_type(h) != SQLITE_TEXT || sqlite3_value_bytes(h) == 0)
-        return vtab_error(vt, "redlock: host must be a non-empty text, as in INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)%s", "");
+        return vtab_error(vt, "redlock: host must be a non-empty text, as in INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
     ep->host = (char *)sqlite3_value_text(h);
     if (memchr(ep->host, '\0', (size_t)sqlite3_value_bytes(h))) {
         ep->host = NULL;
-        return vtab_error(vt, "redlock: host must not contain NUL characters%s", "");
+        return vtab_error(vt, "redlock: host must not contain NUL characters");
     }
     struct { int col; int *dst; int dflt; int lo; int hi; const char *msg; } ints[] = {
-        {COL_PORT, &ep->port, 6379, 1, 65535, "redlock: port must be a whole number from 1 to 65535%s"},
-        {COL_DB, &ep->db, 0, 0, RL_DB_MAX, "redlock: db must be a whole number from 0 to 1000000%s"},
-        {COL_TIMEOUT, &ep->timeout_ms, 0, 1, RL_TIMEOUT_MAX_MS, "redlock: timeout_ms must be a whole number from 1 to 600000, or NULL for the default%s"},
+        {COL_PORT, &ep->port, 6379, 1, 65535, "redlock: port must be a whole number from 1 to 65535"},
+        {COL_DB, &ep->db, 0, 0, RL_DB_MAX, "redlock: db must be a whole number from 0 to 1000000"},
+        {COL_TIMEOUT, &ep->timeout_ms, 0, 1, RL_TIMEOUT_MAX_MS, "redlock: timeout_ms must be a whole number from 1 to 600000, or NULL for the default"},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         sqlite3_value *v = cols[ints[i].col];
@@ -236,7 +241,7 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
         }
         if (t != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo || sqlite3_value_int64(v) > ints[i].hi) {
             ep->host = NULL;
-            return vtab_error(vt, ints[i].msg, "");
+            return vtab_error(vt, "%s", ints[i].msg);
         }
         *ints[i].dst = (int)sqlite3_value_int64(v);
     }
@@ -244,25 +249,25 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     ep->username = sqlite3_value_type(u) == SQLITE_TEXT ? (char *)sqlite3_value_text(u) : NULL;
     if (sqlite3_value_type(u) != SQLITE_NULL && sqlite3_value_type(u) != SQLITE_TEXT) {
         ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: username must be text or NULL%s", "");
+        return vtab_error(vt, "redlock: username must be text or NULL");
     }
     /* A NUL would silently cut the name or password short (as for host). */
     if (ep->username && memchr(ep->username, '\0', (size_t)sqlite3_value_bytes(u))) {
         ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: username must not contain NUL characters%s", "");
+        return vtab_error(vt, "redlock: username must not contain NUL characters");
     }
     if (sqlite3_value_type(p) == SQLITE_TEXT) {
         const char *pw = (const char *)sqlite3_value_text(p);
         if (pw && memchr(pw, '\0', (size_t)sqlite3_value_bytes(p))) {
             ep->host = ep->username = NULL;
-            return vtab_error(vt, "redlock: password must not contain NUL characters%s", "");
+            return vtab_error(vt, "redlock: password must not contain NUL characters");
         }
         ep->password = (old && (sqlite3_value_nochange(p) || strcmp(pw, MASK) == 0)) ? old->password : (char *)pw;
     } else if (old && sqlite3_value_nochange(p)) {
         ep->password = old->password;
     } else if (sqlite3_value_type(p) != SQLITE_NULL) {
         ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: password must be text or NULL%s", "");
+        return vtab_error(vt, "redlock: password must be text or NULL");
     }
     if (ep->username && !ep->username[0]) ep->username = NULL;
     /* An UPDATE that leaves tls on keeps the node's own TLS options (set by its url). */
@@ -291,13 +296,13 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
 
 #define IN_TRANSACTION_MSG                                                                                       \
     "redlock: redlock_nodes cannot be changed inside BEGIN ... COMMIT or a SAVEPOINT (a ROLLBACK would not undo "   \
-    "it); run the statement on its own, outside the transaction%s"
+    "it); run the statement on its own, outside the transaction"
 
 static int nodes_begin(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     char err[300];
     rl_session_check_fork(v->st->session);
-    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, IN_TRANSACTION_MSG, "");
+    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (v->in_write) return SQLITE_OK;
     if (rl_session_nodes_begin(v->st->session, err, sizeof err) != 0) return vtab_error(vt, "redlock: %s", err);
     if (rl_client_nodes_save(v->st->session->client, &v->saved) != 0) {
@@ -332,8 +337,8 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     rl_client *cl = v->st->session->client;
     char err[300];
     /* xBegin refuses both first; this holds even if SQLite did not call it. */
-    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, IN_TRANSACTION_MSG, "");
-    if (!v->in_write) return vtab_error(vt, "redlock: internal: redlock_nodes written outside a statement%s", "");
+    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);
+    if (!v->in_write) return vtab_error(vt, "redlock: internal: redlock_nodes written outside a statement");
     v->st->default_nodes = 0;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
@@ -345,7 +350,7 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
         sqlite3_value *idv = sqlite3_value_type(argv[1]) != SQLITE_NULL ? argv[1] : cols[COL_ID];
         if (sqlite3_value_type(idv) != SQLITE_NULL) {
             if (sqlite3_value_type(idv) != SQLITE_INTEGER || sqlite3_value_int64(idv) < 1)
-                return vtab_error(vt, "redlock: id must be a positive whole number or NULL%s", "");
+                return vtab_error(vt, "redlock: id must be a positive whole number or NULL");
             id = sqlite3_value_int64(idv);
         }
         rl_endpoint ep;
@@ -362,9 +367,9 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     if (sqlite3_value_int64(argv[1]) != id ||
         (!sqlite3_value_nochange(cols[COL_ID]) && (sqlite3_value_type(cols[COL_ID]) != SQLITE_INTEGER ||
                                                    sqlite3_value_int64(cols[COL_ID]) != id)))
-        return vtab_error(vt, "redlock: a node's id cannot be changed; DELETE the row and INSERT a new one%s", "");
+        return vtab_error(vt, "redlock: a node's id cannot be changed; DELETE the row and INSERT a new one");
     rl_endpoint old, ep;
-    if (find_node(cl, id, &old) != 0) return vtab_error(vt, "redlock: the node was removed%s", "");
+    if (find_node(cl, id, &old) != 0) return vtab_error(vt, "redlock: the node was removed");
     int rc = row_endpoint(vt, cols, &old, &ep);
     if (rc == SQLITE_OK) {
         if (rl_client_update_node(cl, id, &ep, err, sizeof err) != 0) rc = vtab_error(vt, "redlock: %s", err);

@@ -40,14 +40,8 @@ MUTANTS = {
     "validity-not-reduced": (
         "validity = ttl: not reduced by the time the attempt took nor by the drift allowance",
         [("src/rl_lock.c",
-          "int64_t validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
-          "int64_t validity = ttl_ms * 1000;"),
-         ("src/rl_lock.c",
-          "\n            validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
-          "\n            validity = ttl_ms * 1000;"),
-         ("src/rl_lock.c",
-          "int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);",
-          "int64_t validity = ttl_ms * 1000;")]),
+          "return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);",
+          "(void)c, (void)start_us, (void)end_us; return ttl_ms * 1000;")]),
     "quorum-half": (
         "quorum N/2 instead of N/2 + 1",
         [("src/rl_client.c", "return c->n / 2 + 1;", "return c->n / 2;")]),
@@ -91,7 +85,7 @@ def build(name):
     cc = shlex.split(os.environ.get("CC") or "cc")
     flags = shlex.split(os.environ.get("MUTANT_FLAGS") or
                         "-std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Isrc -O2 -g")
-    libs = shlex.split(os.environ.get("MUTANT_LIBS") or "-lhiredis -lpthread")
+    libs = shlex.split(os.environ.get("MUTANT_LIBS") or "-lhiredis -lssl -lcrypto -lpthread")
     srcs = sorted("src/" + f for f in os.listdir(os.path.join(root, "src")) if f.endswith(".c"))
     srcs += sorted("ext/" + f for f in os.listdir(os.path.join(root, "ext")) if f.endswith(".c"))
     r = subprocess.run(cc + flags + ["-shared", "-o", "redlock.so"] + srcs + libs, cwd=root,

@@ -180,15 +180,22 @@ def test_check_spellings_are_found():
             con.close()
 
 
+def holding_with_hostile_attached(c, d, check_sql):
+    """A connection that holds the lock 'mine' and then attaches, as h, a
+    file whose table joblog has the CHECK check_sql. Returns (con, token)."""
+    path = os.path.join(d, "hostile.db")
+    make_file(path, ["CREATE TABLE joblog(%s)" % check_sql])
+    con = h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire('mine', 60000)"))
+    con.execute("ATTACH ? AS h", (path,))
+    return con, tok
+
+
 def test_check_release_all_keeps_the_users_locks():
     """A CHECK calling redlock_release_all() must not give back the user's locks."""
     c = h.shared_cluster(3)
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "hostile.db")
-        make_file(path, ["CREATE TABLE joblog(n CHECK (coalesce(length(redlock_release_all()), 1) > 0))"])
-        con = h.connect(c)
-        tok = is_token(value(con, "SELECT redlock_acquire('mine', 60000)"))
-        con.execute("ATTACH ? AS h", (path,))
+        con, tok = holding_with_hostile_attached(c, d, "n CHECK (coalesce(length(redlock_release_all()), 1) > 0)")
         h.redlock_error(con, "INSERT INTO h.joblog VALUES (redlock_release_all())",
                         what="release_all in a CHECK", contains=("redlock_release_all",))
         h.settle(con)
@@ -206,11 +213,8 @@ def test_insert_select_from_redlock_locks():
     CHECK's redlock_lock run."""
     c = h.shared_cluster(3)
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "hostile.db")
-        make_file(path, ["CREATE TABLE joblog(res CHECK (coalesce(length(redlock_lock('atk', 600000)), 1) > 0))"])
-        con = h.connect(c)
-        tok = is_token(value(con, "SELECT redlock_acquire('mine', 60000)"))
-        con.execute("ATTACH ? AS h", (path,))
+        con, tok = holding_with_hostile_attached(
+            c, d, "res CHECK (coalesce(length(redlock_lock('atk', 600000)), 1) > 0)")
         h.redlock_error(con, "INSERT INTO h.joblog SELECT resource FROM redlock_locks",
                         what="INSERT ... SELECT ... FROM redlock_locks", contains=("redlock_lock()",))
         h.settle(con)

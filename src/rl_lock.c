@@ -100,6 +100,13 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
+/* Validity in µs of a lock set for ttl_ms by an attempt that ran from
+ * start_us to end_us: the TTL less the time the attempt took and the drift
+ * allowance. */
+static int64_t validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
+    return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);
+}
+
 /* A TTL within the clock drift allowance can never leave a positive
  * validity: refuse it up front instead of failing every attempt. */
 static rl_status check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
@@ -178,7 +185,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .votes = votes};
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
-        int64_t validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
+        int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
         int stored = 0;
         char wb_why[512] = "";
@@ -188,7 +195,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             /* The number is ours to hand out only once a quorum stores it. */
             stored = rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
-            validity = ttl_ms * 1000 - (end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
+            validity = validity_us(c, ttl_ms, r.start_us, end_us);
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
@@ -307,7 +314,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
-        int64_t validity = ttl_ms * 1000 - (r.end_us - r.start_us) - rl_client_drift_us(c, ttl_ms);
+        int64_t validity = validity_us(c, ttl_ms, r.start_us, r.end_us);
         count_votes(out, &r);
         if (r.yes >= out->quorum && validity > 0) {
             out->validity_ms = validity / 1000;
