@@ -37,7 +37,7 @@ void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
 /* Adds the nodes listed in REDLOCK_NODES, or the default node. */
 static int seed_nodes(redlock_state *st, char **pzErrMsg) {
     const char *env = getenv("REDLOCK_NODES");
-    rl_client *c = st->session->client;
+    rl_client *c = rl_session_client(st->session);
     char err[300];
     if (!env) {
         rl_endpoint ep = {.host = "127.0.0.1", .port = 6379};
@@ -96,7 +96,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         free(st);
         return SQLITE_NOMEM;
     }
-    rl_client_set_cancel(st->session->client, interrupted, db);
+    rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);

@@ -211,7 +211,7 @@ static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
-    rl_client *c = state_of(ctx)->session->client;
+    rl_client *c = rl_session_client(state_of(ctx)->session);
     char err[600];
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");

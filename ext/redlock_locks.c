@@ -6,8 +6,6 @@
 
 #include <string.h>
 
-#include "rl_clock.h"
-
 SQLITE_EXTENSION_INIT3
 
 enum { COL_RESOURCE, COL_TOKEN, COL_TTL, COL_VALIDITY, COL_HOLDS, COL_FENCE, COL_NODES, COL_EXTENSIONS, COL_AUTO,
@@ -22,7 +20,6 @@ typedef struct locks_cursor {
     sqlite3_vtab_cursor base;
     rl_held *rows;
     int n, i;
-    int64_t now_us;
 } locks_cursor;
 
 static int locks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
@@ -84,7 +81,6 @@ static int locks_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     int n = rl_session_snapshot(((locks_vtab *)c->pVtab)->st->session, &cur->rows);
     if (n < 0) return SQLITE_NOMEM;
     cur->n = n;
-    cur->now_us = rl_now_us();
     return SQLITE_OK;
 }
 
@@ -101,8 +97,7 @@ static int locks_eof(sqlite3_vtab_cursor *c) {
 static int locks_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     locks_cursor *cur = (locks_cursor *)c;
     const rl_held *h = &cur->rows[cur->i];
-    int64_t left = h->lost ? 0 : (h->valid_until_us - cur->now_us) / 1000;
-    if (left < 0) left = 0;
+    int64_t left = h->validity_ms;
     switch (col) {
     case COL_RESOURCE: sqlite3_result_text(ctx, h->res, (int)h->reslen, SQLITE_TRANSIENT); break;
     case COL_TOKEN: sqlite3_result_text(ctx, h->token, RL_TOKEN_LEN, SQLITE_TRANSIENT); break;

@@ -11,7 +11,6 @@
  * while this connection holds any lock (rl_session_nodes_begin).
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
-#include "rl_round.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,7 +61,7 @@ static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
 static int nodes_disconnect(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (v->in_write) { /* not expected: SQLite ends every write first */
-        rl_node_list_free(&v->saved);
+        rl_client_nodes_free(&v->saved);
         rl_session_nodes_done(v->st->session);
     }
     sqlite3_free(vt);
@@ -106,9 +105,9 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     nodes_cursor *cur = (nodes_cursor *)c;
     rl_session *session = ((nodes_vtab *)c->pVtab)->st->session;
     rl_session_check_fork(session);
-    rl_client *cl = session->client;
+    rl_client *cl = rl_session_client(session);
     free_rows(cur);
-    rl_client_settle(cl);
+    rl_session_settle(session);
     int n = rl_client_node_count(cl);
     if (n == 0) return SQLITE_OK;
     cur->rows = calloc((size_t)n, sizeof *cur->rows);
@@ -305,7 +304,7 @@ static int nodes_begin(sqlite3_vtab *vt) {
     if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (v->in_write) return SQLITE_OK;
     if (rl_session_nodes_begin(v->st->session, err, sizeof err) != 0) return vtab_error(vt, "redlock: %s", err);
-    if (rl_client_nodes_save(v->st->session->client, &v->saved) != 0) {
+    if (rl_client_nodes_save(rl_session_client(v->st->session), &v->saved) != 0) {
         rl_session_nodes_done(v->st->session);
         return SQLITE_NOMEM;
     }
@@ -317,7 +316,7 @@ static int nodes_begin(sqlite3_vtab *vt) {
 static int nodes_commit(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_node_list_free(&v->saved);
+    rl_client_nodes_free(&v->saved);
     v->in_write = 0;
     rl_session_nodes_done(v->st->session);
     return SQLITE_OK;
@@ -326,7 +325,7 @@ static int nodes_commit(sqlite3_vtab *vt) {
 static int nodes_rollback(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_client_nodes_restore(v->st->session->client, &v->saved);
+    rl_client_nodes_restore(rl_session_client(v->st->session), &v->saved);
     v->st->default_nodes = v->saved_default;
     return nodes_commit(vt);
 }
@@ -334,7 +333,7 @@ static int nodes_rollback(sqlite3_vtab *vt) {
 static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
     nodes_vtab *v = (nodes_vtab *)vt;
     rl_session_check_fork(v->st->session);
-    rl_client *cl = v->st->session->client;
+    rl_client *cl = rl_session_client(v->st->session);
     char err[300];
     /* xBegin refuses both first; this holds even if SQLite did not call it. */
     if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);

@@ -15,6 +15,7 @@
 
 #include "fuzz_common.h"
 #include "rl_client.h"
+#include "rl_node.h"
 #include "rl_resp.h"
 #include "rl_vote.h"
 

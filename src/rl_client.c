@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "rl_clock.h"
-#include "rl_round.h"
 #include "rl_text.h"
 
 /* The text settings, each owned by the client and "" by default. */
@@ -47,7 +46,7 @@ rl_client *rl_client_new(void) {
 
 /* Gives cleanups still unsent on stalled connections a bounded chance to
  * leave (at most one node timeout: the node may be hung). Replies owed on
- * active connections were settled already (rl_client_settle). */
+ * active connections were settled already (rl_round_settle). */
 static void flush_stale(rl_client *c) {
     int64_t deadline = 0;
     for (;;) {
@@ -58,7 +57,7 @@ static void flush_stale(rl_client *c) {
         for (int i = 0; i < c->n && k < 64; i++) {
             rl_conn *cn = c->nodes[i]->stale;
             if (!cn || !(rl_conn_events(cn) & POLLOUT)) continue;
-            if (!deadline) deadline = now + rl_node_timeout_us(c, c->nodes[i]);
+            if (!deadline) deadline = now + rl_client_timeout_us(c, c->nodes[i]);
             pfd[k] = (struct pollfd){.fd = cn->fd, .events = POLLOUT};
             who[k++] = cn;
         }
@@ -86,7 +85,6 @@ void rl_client_set_cancel(rl_client *c, int (*cancel)(void *ctx), void *ctx) {
 
 void rl_client_free(rl_client *c) {
     if (!c) return;
-    rl_client_settle(c); /* late replies still act (fence write-backs), bounded */
     pthread_mutex_lock(&c->mu);
     flush_stale(c);
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
@@ -170,7 +168,7 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         c->cap = cap;
     }
     /* TLS files are loaded now, so a bad one is reported by the INSERT. */
-    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) goto out;
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err, errlen) != 0) goto out;
     node->id = id > 0 ? id : c->next_id;
     if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
     node->cfg = ++c->cfg_count;
@@ -211,7 +209,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
      * fails the UPDATE and leaves the node as it was. */
     if (copy.tls) {
         rl_node trial = {.ep = copy};
-        if (rl_node_tls_prepare(c, &trial, err, errlen) != 0) goto out;
+        if (rl_client_tls_prepare(c, &trial, err, errlen) != 0) goto out;
         tls = trial.tls;
     }
     rl_conn_close(node->conn);
@@ -256,7 +254,7 @@ int rl_client_remove_node(rl_client *c, int64_t id) {
     return i >= 0 ? 0 : -1;
 }
 
-void rl_node_list_free(rl_node_list *list) {
+void rl_client_nodes_free(rl_node_list *list) {
     for (int i = 0; list->spare && i < list->n; i++) node_free(list->spare[i]);
     free(list->spare);
     free(list->slots);
@@ -277,7 +275,7 @@ int rl_client_nodes_save(rl_client *c, rl_node_list *out) {
     for (int i = 0; ok && i < c->n; i++) {
         const rl_node *node = c->nodes[i];
         rl_node *copy = calloc(1, sizeof *copy);
-        out->n = i + 1; /* so rl_node_list_free frees what was made */
+        out->n = i + 1; /* so rl_client_nodes_free frees what was made */
         if (!copy || rl_endpoint_copy(&copy->ep, &node->ep) != 0) {
             free(copy);
             ok = 0;
@@ -296,7 +294,7 @@ int rl_client_nodes_save(rl_client *c, rl_node_list *out) {
         out->next_id = c->next_id;
     }
     pthread_mutex_unlock(&c->mu);
-    if (!ok) rl_node_list_free(out);
+    if (!ok) rl_client_nodes_free(out);
     return ok ? 0 : -1;
 }
 
@@ -333,7 +331,7 @@ static const char *state_name(const rl_client *c, const rl_node *node, int64_t n
     if (node->health == RL_HEALTH_DOWN) return "down";
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
-    if (node->conn && node->info_known && rl_node_guard_left_us(c, node, now) > 0) return "restarting";
+    if (node->conn && node->info_known && rl_client_guard_left_us(c, node, now) > 0) return "restarting";
     if (node->health == RL_HEALTH_IDLE) return "idle";
     return "up";
 }
@@ -346,7 +344,7 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
         rl_node *node = c->nodes[i];
         if (rl_endpoint_copy(&out->ep, &node->ep) == 0) {
             out->id = node->id;
-            out->timeout_ms = rl_node_timeout_us(c, node) / 1000;
+            out->timeout_ms = rl_client_timeout_us(c, node) / 1000;
             out->state = state_name(c, node, rl_now_us());
             rl_text_clean(out->last_error, sizeof out->last_error, node->last_error, strlen(node->last_error));
             out->tls_resumed = node->tls.resumed;
@@ -391,7 +389,7 @@ static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
     return cfg;
 }
 
-int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
+int rl_client_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
     if (node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
     rl_tls_config cfg = tls_config(c, &node->ep.tls_opts);
     char *key = rl_tls_config_key(&cfg);
@@ -412,21 +410,8 @@ int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
     return 0;
 }
 
-rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen) {
-    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) return NULL;
-    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, errlen);
-    if (!conn || !node->ep.tls) return conn;
-    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err, errlen);
-    if (!ssl) {
-        rl_conn_close(conn);
-        return NULL;
-    }
-    rl_conn_use_tls(conn, ssl);
-    return conn;
-}
-
-int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n) {
-    return (n->ep.timeout_ms > 0 ? n->ep.timeout_ms : c->set.timeout_ms) * 1000;
+int64_t rl_client_timeout_us(const rl_client *c, const rl_node *node) {
+    return (node->ep.timeout_ms > 0 ? node->ep.timeout_ms : c->set.timeout_ms) * 1000;
 }
 
 int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms) {
@@ -436,4 +421,16 @@ int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms) {
 int rl_client_quorum(const rl_client *c) {
     if (c->set.unsafe_test_quorum > 0) return (int)c->set.unsafe_test_quorum;
     return c->n / 2 + 1;
+}
+
+int64_t rl_client_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us) {
+    if (!c->set.restart_guard) return 0;
+    if (node->uptime_ms < 0) return INT64_MAX;
+    /* A lock a node forgot in a restart was set before the restart, so it
+     * ends at most one TTL (plus drift) after it: a node up for longer than
+     * the largest TTL any client uses can have forgotten none still valid. */
+    int64_t period_ms = c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard;
+    int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
+    int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
+    return up_us < need_us ? need_us - up_us : 0;
 }

@@ -24,7 +24,7 @@
 /* What a reply is the answer to. */
 typedef struct rl_tag {
     uint64_t op;          /* the operation that sent it (rl_client op counter) */
-    int kind;             /* RL_K_* of rl_client.h */
+    int kind;             /* RL_K_* of rl_kind.h */
     int64_t deadline_us;  /* after this, no reply means the node is stalled */
 } rl_tag;
 

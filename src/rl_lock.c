@@ -140,6 +140,39 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     return RL_NO_QUORUM;
 }
 
+/* After a successful fenced round r: raises the lagging counters of the
+ * nodes that said yes with a lower number than fence (waiting, bounded by
+ * their timeouts) and remembers the round so late yes replies get the same.
+ * Returns how many nodes are known to store fence now (said yes with it, or
+ * confirmed the write-back); when a write-back failed, why says so. */
+static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
+                           char *why, size_t whylen) {
+    rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    unsigned char *only = calloc(n, 1);
+    rl_vote *votes = calloc(n, sizeof *votes);
+    int lagging = 0, stored = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        if (r->votes[i].value >= fence) stored++;
+        else if (only) only[i] = 1, lagging++;
+    }
+    if (lagging && votes && only) {
+        rl_fence_cmd w;
+        rl_fence_cmd_make(&w, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = RL_FENCE_ARGC, .argv = w.argv, .lens = w.lens, .only = only,
+                       .wait_all = 1, .quorum = lagging, .votes = votes};
+        rl_round_run(c, &wb);
+        stored += wb.yes;
+        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
+    } else if (lagging) {
+        snprintf(why, whylen, "out of memory");
+    }
+    free(only);
+    free(votes);
+    return stored;
+}
+
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -193,7 +226,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
             /* The number is ours to hand out only once a quorum stores it. */
-            stored = rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl, wb_why, sizeof wb_why);
+            stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
             validity = validity_us(c, ttl_ms, r.start_us, end_us);
         }

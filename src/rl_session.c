@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
 static int init_wake(pthread_cond_t *wake) {
@@ -49,14 +50,19 @@ void rl_session_check_fork(rl_session *s) {
 void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
-    rl_keeper_stop(s); /* first: nothing may extend what we give back */
+    rl_session_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
+    rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
+
+rl_client *rl_session_client(rl_session *s) { return s->client; }
+
+void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
 int64_t rl_held_until_us(const rl_held *h) {
     if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
@@ -118,7 +124,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     if (auto_extend) {
         h->auto_extend = 1;
         h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
-        if (rl_keeper_kick(s) != 0) {
+        if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;
         }
@@ -396,6 +402,7 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
     for (int i = 0; rows && i < n; i++) {
         rows[i] = s->held[i];
         rows[i].valid_until_us = rl_held_until_us(&s->held[i]);
+        rows[i].validity_ms = left_ms(&s->held[i]);
         /* The row is about the lock taken last; holds of an earlier, lost lock
          * on the name show only once they are all that is left. */
         if (rows[i].count > rows[i].lost_holds) rows[i].count -= rows[i].lost_holds;

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl_client.h"
 
 static const char *type_name(int t) {
     switch (t) {

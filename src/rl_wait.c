@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "rl_clock.h"
+#include "rl_node.h"
 
 /* The two channels of key on node: released and keyspace (malloc'ed). */
 typedef struct channels {
@@ -104,7 +105,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
         size_t lens[3] = {9, chs[i].rellen, chs[i].kslen};
         if (rl_conn_send(node->sub, NULL, 3, argv, lens) != 0) continue;
         node->sub_ready = 1; /* asked; confirmed below */
-        int64_t d = now + rl_node_timeout_us(c, node);
+        int64_t d = now + rl_client_timeout_us(c, node);
         if (d > deadline) deadline = d;
     }
     for (;;) {

@@ -1,4 +1,5 @@
-/* rl_keeper: the auto-extension thread of a session. It extends every lock
+/* rl_session_keeper: the auto-extension thread of a session (part of the
+ * rl_session module, declared in rl_session.h). It extends every lock
  * taken with auto_extend at about a third of its TTL, never touches SQLite,
  * never re-creates an expired lock (the extend script cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
@@ -120,7 +121,7 @@ static void *keeper_main(void *arg) {
     return NULL;
 }
 
-int rl_keeper_kick(rl_session *s) {
+int rl_session_keeper_kick(rl_session *s) {
     if (!s->keeper_running) {
         /* The thread takes no signal meant for the host process. */
         sigset_t all, old;
@@ -136,7 +137,7 @@ int rl_keeper_kick(rl_session *s) {
     return 0;
 }
 
-void rl_keeper_stop(rl_session *s) {
+void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
