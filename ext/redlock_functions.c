@@ -75,7 +75,7 @@ static const char *arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len
         sqlite3_result_error_nomem(ctx);
         return NULL;
     }
-    if (n == 0 || n > 1024 || memchr(s, '\0', (size_t)n)) {
+    if (n == 0 || n > RL_TOKEN_ARG_MAX || memchr(s, '\0', (size_t)n)) {
         redlock_result_error(ctx, "token must be the text redlock_acquire returned (got %s)", n == 0 ? "an empty text" : "something else");
         return NULL;
     }
@@ -201,9 +201,9 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * (unsafe_test_quorum 0 means a majority of the nodes). */
 static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
     rl_setting_value old;
-    char err[64];
+    rl_error err;
     if (strcmp(name, "unsafe_test_quorum") != 0 || sqlite3_value_type(v) != SQLITE_INTEGER ||
-        rl_setting_get(c, name, &old, err, sizeof err) != 0)
+        rl_setting_get(c, name, &old, &err) != 0)
         return 0;
     int64_t majority = rl_client_node_count(c) / 2 + 1, want = sqlite3_value_int64(v);
     return (want > 0 ? want : majority) < (old.i > 0 ? old.i : majority);
@@ -212,7 +212,7 @@ static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
     rl_client *c = rl_session_client(state_of(ctx)->session);
-    char err[600];
+    rl_error err;
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");
         return;
@@ -252,13 +252,13 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
             redlock_result_error(ctx, "%s must not contain NUL characters", name);
             return;
         }
-        if (rl_setting_set(c, name, &v, err, sizeof err) != 0) {
-            redlock_result_error(ctx, "%s", err);
+        if (rl_setting_set(c, name, &v, &err) != 0) {
+            redlock_result_error(ctx, "%s", err.msg);
             return;
         }
     }
-    if (rl_setting_get(c, name, &v, err, sizeof err) != 0) {
-        redlock_result_error(ctx, "%s", err);
+    if (rl_setting_get(c, name, &v, &err) != 0) {
+        redlock_result_error(ctx, "%s", err.msg);
         return;
     }
     if (v.type == RL_SETTING_INT) sqlite3_result_int64(ctx, v.i);

@@ -24,6 +24,7 @@ static void free_text_settings(rl_settings *s) {
 rl_client *rl_client_new(void) {
     rl_client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
+    c->set = (rl_settings)RL_SETTINGS_DEFAULTS;
     int ok = 1;
     for (int i = 0; text_settings(&c->set, i); i++) ok &= (*text_settings(&c->set, i) = calloc(1, 1)) != NULL;
     if (!ok || pthread_mutex_init(&c->mu, NULL) != 0) {
@@ -31,15 +32,6 @@ rl_client *rl_client_new(void) {
         free(c);
         return NULL;
     }
-    c->set.tls_verify = 1;
-    c->set.timeout_ms = 50;
-    c->set.retry_delay_ms = 200;
-    c->set.retry_jitter_ms = 100;
-    c->set.drift_factor = 0.01;
-    c->set.fencing = 1;
-    c->set.fence_ttl_ms = 7LL * 24 * 3600 * 1000;
-    c->set.reconnect_min_ms = 100;
-    c->set.reconnect_max_ms = 5000;
     c->next_id = 1;
     return c;
 }
@@ -48,24 +40,27 @@ rl_client *rl_client_new(void) {
  * leave (at most one node timeout: the node may be hung). Replies owed on
  * active connections were settled already (rl_round_settle). */
 static void flush_stale(rl_client *c) {
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    struct pollfd *pfd = calloc(n, sizeof *pfd);
+    rl_conn **who = calloc(n, sizeof *who);
     int64_t deadline = 0;
-    for (;;) {
-        struct pollfd pfd[64];
-        rl_conn *who[64];
+    while (pfd && who) {
         int k = 0;
         int64_t now = rl_now_us();
-        for (int i = 0; i < c->n && k < 64; i++) {
+        for (int i = 0; i < c->n; i++) {
             rl_conn *cn = c->nodes[i]->stale;
             if (!cn || !(rl_conn_events(cn) & POLLOUT)) continue;
             if (!deadline) deadline = now + rl_client_timeout_us(c, c->nodes[i]);
             pfd[k] = (struct pollfd){.fd = cn->fd, .events = POLLOUT};
             who[k++] = cn;
         }
-        if (k == 0 || now >= deadline) return;
-        if (poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0) return;
+        if (k == 0 || now >= deadline) break;
+        if (poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0) break;
         for (int i = 0; i < k; i++)
             if (pfd[i].revents) rl_conn_progress(who[i], pfd[i].revents);
     }
+    free(pfd);
+    free(who); /* out of memory: the cleanups are dropped with their connections */
 }
 
 static void node_free(rl_node *node) {
@@ -97,7 +92,7 @@ void rl_client_free(rl_client *c) {
 }
 
 /* Resolves ep->host once, now, so no DNS lookup ever runs on the lock path. */
-static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen) {
+static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen_t *len, rl_error *err) {
     struct addrinfo hints = {0}, *res = NULL;
     char port[16];
     hints.ai_socktype = SOCK_STREAM;
@@ -105,7 +100,7 @@ static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen
     snprintf(port, sizeof port, "%d", ep->port);
     int rc = getaddrinfo(ep->host, port, &hints, &res);
     if (rc != 0 || !res) {
-        snprintf(err, errlen, "cannot resolve host '%s': %s", ep->host, gai_strerror(rc));
+        rl_error_set(err, RL_ERR_RESOLVE, "cannot resolve host '%s': %s", ep->host, gai_strerror(rc));
         return -1;
     }
     memcpy(addr, res->ai_addr, res->ai_addrlen);
@@ -124,36 +119,36 @@ static int same_target(const rl_endpoint *a, const rl_endpoint *b) {
     return a->port == b->port && a->db == b->db && strcmp(a->host, b->host) == 0;
 }
 
-int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char *err, size_t errlen) {
-    if (rl_endpoint_check(ep, err, errlen) != 0) return -1;
+int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, rl_error *err) {
+    if (rl_endpoint_check(ep, err) != 0) return -1;
     rl_node *node = calloc(1, sizeof *node);
     if (!node) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
-    if (resolve(ep, &node->addr, &node->addrlen, err, errlen) != 0) {
+    if (resolve(ep, &node->addr, &node->addrlen, err) != 0) {
         free(node);
         return -1;
     }
     if (rl_endpoint_copy(&node->ep, ep) != 0) {
         free(node);
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     pthread_mutex_lock(&c->mu);
     int64_t rc = -1;
     if (id > 0 && find_index(c, id) >= 0) {
-        snprintf(err, errlen, "a node with id %lld exists already", (long long)id);
+        rl_error_set(err, RL_ERR_STATE, "a node with id %lld exists already", (long long)id);
         goto out;
     }
     if (id <= 0 && c->next_id == 0) {
-        snprintf(err, errlen, "no automatic node id is left after %lld; give the id, as in INSERT INTO "
+        rl_error_set(err, RL_ERR_STATE, "no automatic node id is left after %lld; give the id, as in INSERT INTO "
                               "redlock_nodes(id, host, port) VALUES (2, '10.0.0.2', 6379)", (long long)INT64_MAX);
         goto out;
     }
     for (int i = 0; i < c->n; i++)
         if (same_target(&c->nodes[i]->ep, ep)) {
-            snprintf(err, errlen, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
+            rl_error_set(err, RL_ERR_STATE, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
                      ep->host, ep->port, ep->db, (long long)c->nodes[i]->id);
             goto out;
         }
@@ -161,14 +156,14 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         int cap = c->cap ? c->cap * 2 : 8;
         rl_node **nn = realloc(c->nodes, (size_t)cap * sizeof *nn);
         if (!nn) {
-            snprintf(err, errlen, "out of memory");
+            rl_error_set(err, RL_ERR_NOMEM, "out of memory");
             goto out;
         }
         c->nodes = nn;
         c->cap = cap;
     }
     /* TLS files are loaded now, so a bad one is reported by the INSERT. */
-    if (node->ep.tls && rl_client_tls_prepare(c, node, err, errlen) != 0) goto out;
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) goto out;
     node->id = id > 0 ? id : c->next_id;
     if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
     node->cfg = ++c->cfg_count;
@@ -181,26 +176,26 @@ out:
     return rc;
 }
 
-int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char *err, size_t errlen) {
-    if (rl_endpoint_check(ep, err, errlen) != 0) return -1;
+int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_error *err) {
+    if (rl_endpoint_check(ep, err) != 0) return -1;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     rl_endpoint copy;
     rl_tls_peer tls = {0};
-    if (resolve(ep, &addr, &addrlen, err, errlen) != 0) return -1;
+    if (resolve(ep, &addr, &addrlen, err) != 0) return -1;
     if (rl_endpoint_copy(&copy, ep) != 0) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     pthread_mutex_lock(&c->mu);
     int i = find_index(c, id), rc = -1;
     if (i < 0) {
-        snprintf(err, errlen, "no node with id %lld", (long long)id);
+        rl_error_set(err, RL_ERR_STATE, "no node with id %lld", (long long)id);
         goto out;
     }
     for (int j = 0; j < c->n; j++)
         if (j != i && same_target(&c->nodes[j]->ep, ep)) {
-            snprintf(err, errlen, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
+            rl_error_set(err, RL_ERR_STATE, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
                      ep->host, ep->port, ep->db, (long long)c->nodes[j]->id);
             goto out;
         }
@@ -209,7 +204,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
      * fails the UPDATE and leaves the node as it was. */
     if (copy.tls) {
         rl_node trial = {.ep = copy};
-        if (rl_client_tls_prepare(c, &trial, err, errlen) != 0) goto out;
+        if (rl_client_tls_prepare(c, &trial, err) != 0) goto out;
         tls = trial.tls;
     }
     rl_conn_close(node->conn);
@@ -389,12 +384,12 @@ static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
     return cfg;
 }
 
-int rl_client_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
+int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err) {
     if (node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
     rl_tls_config cfg = tls_config(c, &node->ep.tls_opts);
     char *key = rl_tls_config_key(&cfg);
     if (!key) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     SSL_CTX *ctx = NULL;
@@ -402,7 +397,7 @@ int rl_client_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen)
         const rl_tls_peer *o = &c->nodes[i]->tls;
         if (o->ctx && o->gen == c->tls_gen && strcmp(o->key, key) == 0) ctx = rl_tls_ctx_ref(o->ctx);
     }
-    if (!ctx && !(ctx = rl_tls_ctx_new(&cfg, err, errlen))) {
+    if (!ctx && !(ctx = rl_tls_ctx_new(&cfg, err))) {
         free(key);
         return -1;
     }

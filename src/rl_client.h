@@ -42,29 +42,38 @@ typedef struct rl_node {
     int role_known;         /* ROLE read on the current connection */
     int64_t uptime_ms;      /* the server's uptime as INFO said it, or -1 */
     int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
-    char last_error[256];
+    char last_error[RL_ERR_REASON_MAX];
     uint64_t cfg;           /* which configuration (rl_client.cfg_count when
                                added or last updated) */
     rl_tls_peer tls;        /* TLS nodes: context and session (rl_tls.h) */
 } rl_node;
 
 typedef struct rl_settings {
-    int64_t timeout_ms;       /* per-node connect+reply timeout, default 50 */
-    int64_t retry_delay_ms;   /* 200 */
-    int64_t retry_jitter_ms;  /* 100 */
-    double drift_factor;      /* 0.01 */
+    int64_t timeout_ms;       /* per-node connect+reply timeout */
+    int64_t retry_delay_ms;
+    int64_t retry_jitter_ms;
+    double drift_factor;
     char *key_prefix;         /* owned, NUL-terminated, "" by default */
-    int64_t fencing;          /* 1 */
-    int64_t fence_ttl_ms;     /* 7 days; 0: the counter never expires */
+    int64_t fencing;
+    int64_t fence_ttl_ms;     /* 0: the counter never expires */
     int64_t restart_guard;    /* 0: off; 1: on; more: on, with at least this
                                  many ms as the largest TTL any client uses */
-    int64_t reconnect_min_ms; /* 100 */
-    int64_t reconnect_max_ms; /* 5000 */
-    int64_t auto_extend;      /* 0 */
+    int64_t reconnect_min_ms;
+    int64_t reconnect_max_ms;
+    int64_t auto_extend;
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
+
+/* The settings of a new client (text settings are "" and set apart, since
+ * each client owns its copy). The one place the defaults are written. */
+#define RL_SETTINGS_DEFAULTS                                                                                   \
+    {                                                                                                          \
+        .timeout_ms = 50, .retry_delay_ms = 200, .retry_jitter_ms = 100, .drift_factor = 0.01, .fencing = 1,   \
+        .fence_ttl_ms = 7LL * 24 * 3600 * 1000, .reconnect_min_ms = 100, .reconnect_max_ms = 5000,            \
+        .tls_verify = 1,                                                                                       \
+    }
 
 /* A recent fenced acquisition, so a late yes with a lower number can still
  * be written back (rl_fence.c). */
@@ -115,11 +124,11 @@ void rl_client_free(rl_client *c);
 
 /* Adds a node (the endpoint is copied; its host is resolved now). Returns
  * the new id (> 0), or -1 with a message in err. Takes c->mu. */
-int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char *err, size_t errlen);
+int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, rl_error *err);
 
 /* Replaces node id's endpoint (its connections are closed). Returns 0, or -1
  * with a message in err. Takes c->mu. */
-int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char *err, size_t errlen);
+int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_error *err);
 
 /* Removes node id. Returns 0, or -1 when there is no such node. Takes c->mu. */
 int rl_client_remove_node(rl_client *c, int64_t id);
@@ -153,7 +162,7 @@ typedef struct rl_node_view {
     rl_endpoint ep;            /* owned copy: rl_endpoint_clear it */
     int64_t timeout_ms;        /* effective */
     const char *state;         /* static string */
-    char last_error[256];
+    char last_error[RL_ERR_REASON_MAX];
     int64_t tls_resumed;       /* TLS handshakes that resumed a session */
 } rl_node_view;
 
@@ -184,7 +193,7 @@ int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms);
 /* Makes sure a TLS node has a context built from its present settings
  * (shared with the client's nodes whose settings are the same). Returns 0,
  * or -1 with the reason in err (a file that cannot be loaded, ...). */
-int rl_client_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen);
+int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err);
 
 /* With restart_guard on: how many more microseconds node must have been up
  * before its yes counts for a call now (0: it counts; INT64_MAX: its uptime

@@ -221,7 +221,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
         int stored = 0;
-        char wb_why[512] = "";
+        char wb_why[RL_ERR_MAX] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
@@ -295,7 +295,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
 
 static rl_status check_token(const char *token, size_t toklen, rl_outcome *out) {
     if (!token || toklen == 0) return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
-    if (toklen > 1024) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
+    if (toklen > RL_TOKEN_ARG_MAX) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
     return RL_OK;
 }
 

@@ -18,11 +18,11 @@ void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
              node->ep.port);
 }
 
-rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen) {
-    if (node->ep.tls && rl_client_tls_prepare(c, node, err, errlen) != 0) return NULL;
-    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, errlen);
+rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err) {
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) return NULL;
+    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err);
     if (!conn || !node->ep.tls) return conn;
-    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err, errlen);
+    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err);
     if (!ssl) {
         rl_conn_close(conn);
         return NULL;
@@ -48,10 +48,10 @@ int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
 }
 
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
-    char err[200];
-    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
+    rl_error err;
+    rl_conn *conn = rl_node_open(c, node, &err);
     if (!conn) {
-        rl_node_mark_down(c, node, err, 0);
+        rl_node_mark_down(c, node, err.msg, 0);
         return -1;
     }
     int rc = 0;
@@ -69,7 +69,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     rc |= send_setup(conn, op, RL_K_INFO, deadline_us, 2, info);
     rc |= send_setup(conn, op, RL_K_ROLE, deadline_us, 1, role);
     if (rc != 0) {
-        rl_node_mark_down(c, node, conn->err[0] ? conn->err : "out of memory", 0);
+        rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
         return -1;
     }

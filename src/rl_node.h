@@ -15,7 +15,7 @@
 
 /* Opens a connection to node: plain, or TLS for a rediss:// node. Returns
  * it (the handshake still to come), or NULL with the reason in err. */
-rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen);
+rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err);
 
 /* Opens a connection to node and queues its set-up commands (AUTH, SELECT,
  * INFO, ROLE) tagged with op. Returns 0, or -1 with node marked down. */

@@ -66,7 +66,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         /* A late reply to an earlier operation: it changes no decision, but
          * what the node said is still what users see in last_error. */
         long long value;
-        char why[256];
+        char why[RL_ERR_REASON_MAX];
         rl_secrets sec = rl_node_secrets(node, NULL, 0);
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
@@ -127,15 +127,15 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
         rl_conn *conn = node->conn;
         if (!conn) continue;
         if (conn->broken) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", conn->err);
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
             fail_pending(r, i, why, 0);
             continue;
         }
         const rl_tag *oldest = rl_conn_oldest(conn);
         if (oldest && now >= oldest->deadline_us) {
-            char why[200];
+            char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_client_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
             rl_node_mark_down(c, node, why, 1);
@@ -284,8 +284,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
         }
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
         if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", node->conn->err);
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
             set_vote(r, v, RL_V_FAIL, why);
         }

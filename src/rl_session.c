@@ -123,7 +123,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+        h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;
@@ -314,7 +314,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             h->ttl_ms = ttl_ms;
             h->drift_us = rl_client_drift_us(s->client, ttl_ms);
             h->extensions++;
-            if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+            if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
@@ -376,13 +376,13 @@ int rl_session_holds_any(rl_session *s) {
     return any;
 }
 
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen) {
+int rl_session_nodes_begin(rl_session *s, rl_error *err) {
     pthread_mutex_lock(&s->mu);
     int n = s->nheld;
     if (n == 0) s->editing_nodes = 1;
     pthread_mutex_unlock(&s->mu);
     if (n > 0)
-        snprintf(err, errlen,
+        rl_error_set(err, RL_ERR_STATE,
                  "the nodes cannot change while this connection holds %d lock%s (even lost or expired ones: they were "
                  "taken on the nodes listed now); release them first, e.g. SELECT redlock_release_all()",
                  n, n == 1 ? "" : "s");

@@ -17,6 +17,10 @@
 #include "rl_client.h"
 #include "rl_lock.h"
 
+/* How long after an extension the keeper extends a lock again: a third of
+ * its TTL, so two more tries fit before it would expire. */
+#define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
+
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
     size_t reslen;
@@ -37,10 +41,10 @@ typedef struct rl_held {
                                 with a smaller op is older and decides nothing */
     int yes_nodes;
     int64_t extensions;
-    int auto_extend;         /* the keeper extends it at about ttl/3 */
+    int auto_extend;         /* the keeper extends it (RL_AUTO_EXTEND_PERIOD_US) */
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
     int lost;                /* an extension failed or came too late */
-    char lost_why[256];
+    char lost_why[RL_ERR_REASON_MAX];
     int64_t validity_ms;     /* snapshots only: the validity left when the
                                 snapshot was taken, by the session's one measure */
 } rl_held;
@@ -120,7 +124,7 @@ int rl_session_holds_any(rl_session *s);
  * nodes it was taken on, so this is refused (-1, why in err) while the
  * session holds any lock; on 0, no lock can be taken until
  * rl_session_nodes_done. Takes s->mu. */
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen);
+int rl_session_nodes_begin(rl_session *s, rl_error *err);
 
 /* Ends what rl_session_nodes_begin started. Takes s->mu. */
 void rl_session_nodes_done(rl_session *s);

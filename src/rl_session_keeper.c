@@ -79,14 +79,14 @@ static void extend_one(rl_session *s, int i) {
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + h->ttl_ms * 1000 / 3;
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
     if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
-        h->next_extend_us = now + ttl * 1000 / 3;
+        h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
         mark_lost(h, o.msg);
     } else if (h->valid_until_us <= now) {

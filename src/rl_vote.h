@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "rl_error.h"
 #include "rl_kind.h"
 #include "rl_resp.h"
 #include "rl_text.h"
@@ -23,7 +24,7 @@ typedef struct rl_vote {
     int state;
     int timed_out;     /* FAIL because the node did not answer in time */
     long long value;   /* the fence number of a fenced acquire */
-    char why[256];     /* reason of a NO or FAIL */
+    char why[RL_ERR_REASON_MAX]; /* reason of a NO or FAIL */
 } rl_vote;
 
 /* Classifies reply r to a command of kind (RL_K_* of rl_kind.h) into an
