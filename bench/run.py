@@ -723,7 +723,7 @@ def main():
         else:
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
-    L.append("Targets (issue 6), from the ratios above:")
+    L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
     load1 = open("/proc/loadavg").read().split()[0]
