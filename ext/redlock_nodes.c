@@ -11,6 +11,7 @@
  * while this connection holds any lock (rl_session_nodes_begin).
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
+#include "redlock_vtab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,70 +25,47 @@ enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEO
 #define MASK RL_TEXT_MASK
 
 typedef struct nodes_vtab {
-    sqlite3_vtab base;
-    redlock_state *st;
-    sqlite3 *db;
+    redlock_vtab t;        /* first: the state and db */
     int in_write;          /* between xBegin and xCommit/xRollback */
     rl_node_list saved;    /* the node list as it was at xBegin */
     int saved_default;     /* st->default_nodes at xBegin */
 } nodes_vtab;
 
 typedef struct nodes_cursor {
-    sqlite3_vtab_cursor base;
+    redlock_cursor c;  /* first: n rows, at i */
     rl_node_view *rows;
-    int n, i;
 } nodes_cursor;
 
 static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
     (void)argc;
     (void)argv;
     (void)err;
-    int rc = sqlite3_declare_vtab(db,
-                                  "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
-                                  "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, "
-                                  "tls INTEGER, tls_resumed INTEGER HIDDEN)");
-    if (rc != SQLITE_OK) return rc;
-    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    nodes_vtab *vt = sqlite3_malloc(sizeof *vt);
-    if (!vt) return SQLITE_NOMEM;
-    memset(vt, 0, sizeof *vt);
-    vt->st = aux;
-    vt->db = db;
-    *out = &vt->base;
-    return SQLITE_OK;
+    return redlock_vtab_connect(db, aux,
+                                "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
+                                "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, "
+                                "tls INTEGER, tls_resumed INTEGER HIDDEN)",
+                                sizeof(nodes_vtab), out);
 }
 
 static int nodes_disconnect(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (v->in_write) { /* not expected: SQLite ends every write first */
         rl_client_nodes_free(&v->saved);
-        rl_session_nodes_done(v->st->session);
+        rl_session_nodes_done(v->t.st->session);
     }
-    sqlite3_free(vt);
-    return SQLITE_OK;
-}
-
-static int nodes_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-    (void)vt;
-    info->estimatedCost = 10;
-    info->estimatedRows = 5;
-    return SQLITE_OK;
+    return redlock_vtab_disconnect(vt);
 }
 
 static void free_rows(nodes_cursor *cur) {
-    for (int i = 0; i < cur->n; i++) rl_endpoint_clear(&cur->rows[i].ep);
+    for (int i = 0; i < cur->c.n; i++) rl_endpoint_clear(&cur->rows[i].ep);
     free(cur->rows);
     cur->rows = NULL;
-    cur->n = cur->i = 0;
+    cur->c.n = cur->c.i = 0;
 }
 
 static int nodes_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
     (void)vt;
-    nodes_cursor *cur = sqlite3_malloc(sizeof *cur);
-    if (!cur) return SQLITE_NOMEM;
-    memset(cur, 0, sizeof *cur);
-    *out = &cur->base;
-    return SQLITE_OK;
+    return redlock_cursor_open(sizeof(nodes_cursor), out);
 }
 
 static int nodes_close(sqlite3_vtab_cursor *c) {
@@ -102,7 +80,7 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     (void)argc;
     (void)argv;
     nodes_cursor *cur = (nodes_cursor *)c;
-    rl_session *session = ((nodes_vtab *)c->pVtab)->st->session;
+    rl_session *session = ((redlock_vtab *)c->pVtab)->st->session;
     rl_session_check_fork(session);
     rl_client *cl = rl_session_client(session);
     free_rows(cur);
@@ -112,20 +90,10 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     cur->rows = calloc((size_t)n, sizeof *cur->rows);
     if (!cur->rows) return SQLITE_NOMEM;
     for (int i = 0; i < n; i++) {
-        if (rl_client_node_view(cl, i, &cur->rows[cur->n]) != 0) break; /* the list shrank */
-        cur->n++;
+        if (rl_client_node_view(cl, i, &cur->rows[cur->c.n]) != 0) break; /* the list shrank */
+        cur->c.n++;
     }
     return SQLITE_OK;
-}
-
-static int nodes_next(sqlite3_vtab_cursor *c) {
-    ((nodes_cursor *)c)->i++;
-    return SQLITE_OK;
-}
-
-static int nodes_eof(sqlite3_vtab_cursor *c) {
-    nodes_cursor *cur = (nodes_cursor *)c;
-    return cur->i >= cur->n;
 }
 
 static void text_or_null(sqlite3_context *ctx, const char *s) {
@@ -135,7 +103,7 @@ static void text_or_null(sqlite3_context *ctx, const char *s) {
 
 static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     nodes_cursor *cur = (nodes_cursor *)c;
-    const rl_node_view *r = &cur->rows[cur->i];
+    const rl_node_view *r = &cur->rows[cur->c.i];
     char url[RL_URL_MAX];
     /* In an UPDATE, columns the statement does not set stay "unchanged", so
      * xUpdate can tell them from values the user wrote. */
@@ -165,7 +133,7 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
 
 static int nodes_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
     nodes_cursor *cur = (nodes_cursor *)c;
-    *rowid = cur->rows[cur->i].id;
+    *rowid = cur->rows[cur->c.i].id;
     return SQLITE_OK;
 }
 
@@ -301,15 +269,15 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
 static int nodes_begin(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     rl_error err;
-    rl_session_check_fork(v->st->session);
-    if (!sqlite3_get_autocommit(v->db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
+    rl_session_check_fork(v->t.st->session);
+    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (v->in_write) return SQLITE_OK;
-    if (rl_session_nodes_begin(v->st->session, &err) != 0) return redlock_vtab_error(vt, "%s", err.msg);
-    if (rl_client_nodes_save(rl_session_client(v->st->session), &v->saved) != 0) {
-        rl_session_nodes_done(v->st->session);
+    if (rl_session_nodes_begin(v->t.st->session, &err) != 0) return redlock_vtab_error(vt, "%s", err.msg);
+    if (rl_client_nodes_save(rl_session_client(v->t.st->session), &v->saved) != 0) {
+        rl_session_nodes_done(v->t.st->session);
         return SQLITE_NOMEM;
     }
-    v->saved_default = v->st->default_nodes;
+    v->saved_default = v->t.st->default_nodes;
     v->in_write = 1;
     return SQLITE_OK;
 }
@@ -319,27 +287,27 @@ static int nodes_commit(sqlite3_vtab *vt) {
     if (!v->in_write) return SQLITE_OK;
     rl_client_nodes_free(&v->saved);
     v->in_write = 0;
-    rl_session_nodes_done(v->st->session);
+    rl_session_nodes_done(v->t.st->session);
     return SQLITE_OK;
 }
 
 static int nodes_rollback(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_client_nodes_restore(rl_session_client(v->st->session), &v->saved);
-    v->st->default_nodes = v->saved_default;
+    rl_client_nodes_restore(rl_session_client(v->t.st->session), &v->saved);
+    v->t.st->default_nodes = v->saved_default;
     return nodes_commit(vt);
 }
 
 static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
     nodes_vtab *v = (nodes_vtab *)vt;
-    rl_session_check_fork(v->st->session);
-    rl_client *cl = rl_session_client(v->st->session);
+    rl_session_check_fork(v->t.st->session);
+    rl_client *cl = rl_session_client(v->t.st->session);
     rl_error err;
     /* xBegin refuses both first; this holds even if SQLite did not call it. */
-    if (!sqlite3_get_autocommit(v->db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
+    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (!v->in_write) return redlock_vtab_error(vt, "internal: redlock_nodes written outside a statement");
-    v->st->default_nodes = 0;
+    v->t.st->default_nodes = 0;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
         return SQLITE_OK;
@@ -383,14 +351,14 @@ static sqlite3_module nodes_module = {
     .iVersion = 2,
     .xCreate = 0,
     .xConnect = nodes_connect,
-    .xBestIndex = nodes_best_index,
+    .xBestIndex = redlock_vtab_best_index,
     .xDisconnect = nodes_disconnect,
     .xDestroy = nodes_disconnect,
     .xOpen = nodes_open,
     .xClose = nodes_close,
     .xFilter = nodes_filter,
-    .xNext = nodes_next,
-    .xEof = nodes_eof,
+    .xNext = redlock_cursor_next,
+    .xEof = redlock_cursor_eof,
     .xColumn = nodes_column,
     .xRowid = nodes_rowid,
     .xUpdate = nodes_update,
