@@ -9,6 +9,10 @@
 
 SQLITE_EXTENSION_INIT3
 
+#define LOCKS_SCHEMA                                                                                \
+    "CREATE TABLE x(resource TEXT, token TEXT, ttl_ms INTEGER, validity_ms INTEGER, holds INTEGER, " \
+    "fence INTEGER, nodes INTEGER, extensions INTEGER, auto_extend INTEGER, state TEXT, lost_reason TEXT)"
+
 enum { COL_RESOURCE, COL_TOKEN, COL_TTL, COL_VALIDITY, COL_HOLDS, COL_FENCE, COL_NODES, COL_EXTENSIONS, COL_AUTO,
        COL_STATE, COL_LOST_REASON };
 
@@ -18,14 +22,8 @@ typedef struct locks_cursor {
 } locks_cursor;
 
 static int locks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    (void)argc;
-    (void)argv;
-    (void)err;
-    return redlock_vtab_connect(db, aux,
-                                "CREATE TABLE x(resource TEXT, token TEXT, ttl_ms INTEGER, validity_ms INTEGER, "
-                                "holds INTEGER, fence INTEGER, nodes INTEGER, extensions INTEGER, "
-                                "auto_extend INTEGER, state TEXT, lost_reason TEXT)",
-                                sizeof(redlock_vtab), out);
+    (void)argc, (void)argv, (void)err;
+    return redlock_vtab_connect(db, aux, LOCKS_SCHEMA, sizeof(redlock_vtab), out);
 }
 
 static int locks_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {

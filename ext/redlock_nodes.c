@@ -19,6 +19,10 @@
 
 SQLITE_EXTENSION_INIT3
 
+#define NODES_SCHEMA                                                                                   \
+    "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, password TEXT, "     \
+    "timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, tls INTEGER, tls_resumed INTEGER HIDDEN)"
+
 enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEOUT, COL_STATE, COL_LAST_ERROR, COL_URL,
        COL_TLS, COL_TLS_RESUMED };
 
@@ -37,14 +41,8 @@ typedef struct nodes_cursor {
 } nodes_cursor;
 
 static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    (void)argc;
-    (void)argv;
-    (void)err;
-    return redlock_vtab_connect(db, aux,
-                                "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
-                                "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, "
-                                "tls INTEGER, tls_resumed INTEGER HIDDEN)",
-                                sizeof(nodes_vtab), out);
+    (void)argc, (void)argv, (void)err;
+    return redlock_vtab_connect(db, aux, NODES_SCHEMA, sizeof(nodes_vtab), out);
 }
 
 static int nodes_disconnect(sqlite3_vtab *vt) {

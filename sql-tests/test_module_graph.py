@@ -6,7 +6,8 @@ edge A -> B means a file of A includes B's header or calls a function B
 defines. The tests check that:
 
 * the engine's module graph has no cycle (dependencies point one way);
-* every engine function a header declares is defined in that module's files;
+* every engine function a header declares is defined in that module's files
+  and named with the module's prefix (or a type it defines);
 * the binding (ext/) includes only the engine's public headers, opens no
   socket and reads no field of the engine's structs it is not given as a
   copy (views and snapshots);
@@ -157,6 +158,31 @@ def check_declared_where_defined(root):
         raise AssertionError("functions not defined in their header's module: " + "; ".join(wrong))
 
 
+# Names that do not start with their module's prefix, and why: the clock's
+# and the token's are the most called of the engine, kept short; the RESP
+# reader is hiredis's redisReader, made by rl_resp.
+PREFIX_EXCEPTIONS = {"rl_now_us", "rl_sleep_us", "rl_token_new", "rl_reader_new", "rl_reader_free",
+                     "rl_reader_too_big"}
+TYPEDEF = re.compile(r"\}\s*(rl_\w+)\s*;")
+
+
+def check_prefixes(root):
+    """Every function an engine header declares is named rl_<module>_...,
+    or after a type that header defines (rl_buf_free in rl_resp.h)."""
+    g = Graph(root)
+    wrong = []
+    for h in sorted(g.headers):
+        if not h.startswith("src/"):
+            continue
+        stem = h.split("/")[1][:-2]
+        prefixes = [stem + "_", stem.rstrip("s") + "_"] + [t + "_" for t in TYPEDEF.findall(g.files[h])]
+        for name in DECLARATION.findall(g.files[h]):
+            if name not in PREFIX_EXCEPTIONS and not any(name.startswith(p) for p in prefixes):
+                wrong.append("%s in %s" % (name, h))
+    if wrong:
+        raise AssertionError("functions without their module's prefix: " + "; ".join(wrong))
+
+
 def check_binding_uses_engine_api(root):
     g = Graph(root)
     bad = []
@@ -187,6 +213,10 @@ def test_engine_module_graph_has_no_cycle():
 
 def test_engine_functions_defined_in_their_modules():
     check_declared_where_defined(REPO)
+
+
+def test_engine_functions_carry_their_module_prefix():
+    check_prefixes(REPO)
 
 
 def test_binding_calls_engine_functions_only():
@@ -223,7 +253,7 @@ def main(argv):
         for m, deps in sorted(g.edges(area).items()):
             print("%-22s -> %s" % (m, " ".join(sorted(d.split("/")[1] for d in deps))))
     rc = 0
-    for fn in (check_no_cycle, check_declared_where_defined, check_binding_uses_engine_api):
+    for fn in (check_no_cycle, check_declared_where_defined, check_prefixes, check_binding_uses_engine_api):
         try:
             fn(root)
         except AssertionError as e:
