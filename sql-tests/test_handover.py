@@ -51,6 +51,10 @@ def test_detach_hands_the_lock_to_its_ttl_3n():
     holds(c, "ho:a", tok, 60000, "after the detaching connection closed")
     b = h.connect(c)
     eq(value(b, "SELECT redlock_acquire('ho:a', 1000)"), None, "another connection is refused")
+    check(value(b, "SELECT redlock_extend('ho:a', 90000, ?)", tok) > 60000, "extend by token from another connection")
+    holds(c, "ho:a", tok, 90000, "extended by token", settle_cons=(b,))
+    check(min(n.pttl("ho:a") for n in c) > 60000, "the new TTL is on every node")
+    eq(value(b, "SELECT count(*) FROM redlock_locks"), 0, "extend by token takes nothing into the connection")
     eq(value(b, "SELECT redlock_release('ho:a', ?)", tok), 1, "release by token from another connection")
     no_key(c, "ho:a", "after the release by token", settle_cons=(b,))
 
