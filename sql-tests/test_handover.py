@@ -309,3 +309,17 @@ def test_readme_shows_the_cron_job():
     check("A lock lives as long as the `sqlite3` process that took it" in shell_section
           and "redlock_detach" in shell_section and "redlock_adopt" in shell_section,
           "the shell section says a plain acquire dies with its process")
+
+
+def test_adopt_without_a_quorum_of_answers_is_an_error():
+    c = h.shared_cluster(1)
+    a = h.connect(c)
+    tok = is_token(value(a, "SELECT redlock_acquire('ho:n', 60000)"))
+    eq(value(a, "SELECT redlock_detach('ho:n')"), tok, "detach")
+    dead = ["redis://127.0.0.1:%d" % h.free_port() for _ in range(2)]
+    b = h.connect([c[0].url] + dead)
+    msg = h.redlock_error(b, "SELECT redlock_adopt('ho:n', ?)", tok,
+                          contains=("could not adopt 'ho:n'", "2 of 3 nodes failed"))
+    check(tok not in msg, "no token in the error")
+    eq(value(b, "SELECT count(*) FROM redlock_locks"), 0, "nothing adopted")
+    eq(c[0].get("ho:n"), tok, "the lock is left as it was")
