@@ -445,7 +445,9 @@ def _run(case):
     # loaded machine (the sanitizer run) does not leave a node out.
     holder = h.connect(c, timeout_ms=2000)
     htok = h.is_token(h.value(holder, "SELECT redlock_acquire(?, 60000)", HELD), "holder's token")
-    eq([n.get(HELD) for n in c], [htok] * len(c), "the holder's key on every node before the case")
+    # acquire returns at a quorum: the last node's SET may still be on its way.
+    h.wait_until(lambda: [n.get(HELD) for n in c] == [htok] * len(c), 10,
+                 what="the holder's key on every node before the case")
     ctx = Ctx(c, htok)
     try:
         database = ":memory:"
