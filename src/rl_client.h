@@ -61,6 +61,8 @@ typedef struct rl_settings {
     int64_t reconnect_min_ms;
     int64_t reconnect_max_ms;
     int64_t auto_extend;
+    int64_t release_in_write_txn; /* not used by the engine: the host refuses a release
+                                     made before its own writes are committed unless 1 */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */

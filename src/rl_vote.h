@@ -23,7 +23,7 @@ enum {
 typedef struct rl_vote {
     int state;
     int timed_out;     /* FAIL because the node did not answer in time */
-    long long value;   /* the fence number of a fenced acquire */
+    long long value;   /* the fence number of a fenced acquire; the PTTL of a check */
     char why[RL_ERR_REASON_MAX]; /* reason of a NO or FAIL */
 } rl_vote;
 

@@ -225,6 +225,10 @@ static void test_vote_classify(void) {
         {RL_K_CLEANUP, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
         {RL_K_WRITEBACK, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
         {RL_K_WRITEBACK, REDIS_REPLY_INTEGER, 0, NULL, RL_V_FAIL, 0},
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, 2500, NULL, RL_V_YES, 2500},     /* ms left */
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, -1, NULL, RL_V_FAIL, 0},         /* ours, but no expiry */
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, -2, NULL, RL_V_FAIL, 0},
         {RL_K_AUTH, REDIS_REPLY_STATUS, 0, "OK", RL_V_FAIL, 0},          /* not a lock command */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
