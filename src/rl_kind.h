@@ -17,6 +17,7 @@ enum {
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
     RL_K_CHECK,       /* compare-and-read-PTTL script: is it still ours, for how long */
+    RL_K_EXTEND_MANY, /* compare-and-pexpire of many keys, one script: an answer per key */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */

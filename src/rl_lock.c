@@ -426,3 +426,154 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
     pthread_mutex_unlock(&c->mu);
     return out->status;
 }
+
+/* Every item gets st and why (a round that did not run). */
+static rl_status items_fail(rl_extend_item *items, int n, rl_status st, const char *why) {
+    for (int k = 0; k < n; k++) {
+        items[k].status = st;
+        snprintf(items[k].why, sizeof items[k].why, "%s", why);
+    }
+    return st;
+}
+
+/* The keys of n items in one allocation: key k at kv[k] (prefix +
+ * resource), its fence counter at kv[n + k] when fenced. NULL on OOM;
+ * free the returned block only. */
+static char *many_keys(const rl_client *c, const rl_extend_item *items, int n, int fenced, const char **kv,
+                       size_t *lens) {
+    size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
+    for (int k = 0; k < n; k++) total += (pl + items[k].reslen) * (fenced ? 2 : 1) + (fenced ? sl : 0);
+    char *block = malloc(total ? total : 1), *p = block;
+    if (!block) return NULL;
+    for (int k = 0; k < n; k++) {
+        kv[k] = p;
+        memcpy(p, c->set.key_prefix, pl);
+        memcpy(p + pl, items[k].res, items[k].reslen);
+        lens[k] = pl + items[k].reslen;
+        p += lens[k];
+        if (!fenced) continue;
+        kv[n + k] = p;
+        memcpy(p, kv[k], lens[k]);
+        memcpy(p + lens[k], FENCE_SUFFIX, sl);
+        lens[n + k] = lens[k] + sl;
+        p += lens[n + k];
+    }
+    return block;
+}
+
+/* Counts the votes for item k of round r and sets its outcome. */
+static void item_outcome(rl_client *c, const rl_round *r, rl_extend_item *it, int k, int quorum) {
+    int yes = 0, no = 0, fail = 0;
+    for (int i = 0; i < c->n; i++) {
+        int st = r->votes[i].state;
+        if (st == RL_V_YES) {
+            if (r->items[(size_t)i * (size_t)r->nitems + (size_t)k]) yes++;
+            else no++;
+        } else if (st == RL_V_FAIL) {
+            fail++;
+        }
+    }
+    it->yes = yes;
+    it->no = no;
+    it->fail = fail;
+    int64_t validity = validity_us(c, it->ttl_ms, r->start_us, r->end_us);
+    if (yes >= quorum && validity > 0) {
+        it->status = RL_OK;
+        it->validity_ms = validity / 1000;
+        it->valid_until_us = r->end_us + validity;
+        it->why[0] = '\0';
+        return;
+    }
+    if (yes >= quorum) {
+        it->status = RL_REFUSED;
+        snprintf(it->why, sizeof it->why, "extending took %lld ms, which used up the new validity",
+                 (long long)((r->end_us - r->start_us) / 1000));
+    } else if (no + r->blocked > c->n - quorum) {
+        it->status = RL_REFUSED;
+        snprintf(it->why, sizeof it->why, "lock lost: %d of %d nodes said no (%d needed)", no, c->n, quorum);
+    } else {
+        it->status = RL_NO_QUORUM;
+        snprintf(it->why, sizeof it->why, "%d of %d nodes failed, so the %d votes needed could not be had: ", fail,
+                 c->n, quorum);
+        rl_round_describe_failures(c, r, it->why, sizeof it->why);
+    }
+}
+
+rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op) {
+    *op = 0;
+    if (n <= 0) return RL_OK;
+    rl_outcome tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int k = 0; k < n; k++) {
+        if (items[k].ttl_ms < 1 || items[k].ttl_ms > RL_TTL_MAX_MS)
+            return items_fail(items, n, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to 2147483647");
+        if (items[k].reslen == 0 || !items[k].token)
+            return items_fail(items, n, RL_MISUSE, "every lock needs a resource and its token");
+    }
+    if (n > RL_REPLY_MAX_ELEMENTS / 2) return items_fail(items, n, RL_MISUSE, "too many locks for one round");
+    pthread_mutex_lock(&c->mu);
+    rl_status st = RL_OK;
+    int fenced = c->set.fencing != 0, quorum = rl_client_quorum(c);
+    int nkeys = fenced ? 2 * n : n, argc = 3 + nkeys + 2 * n;
+    const char **argv = malloc((size_t)argc * sizeof *argv);
+    size_t *lens = malloc((size_t)argc * sizeof *lens);
+    char *ttls = malloc((size_t)n * 21);
+    rl_vote *votes = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *votes);
+    signed char *answers = malloc((c->n > 0 ? (size_t)c->n : 1) * (size_t)n);
+    char *keyblock = NULL, nkeys_text[16];
+    if (c->n == 0) {
+        st = items_fail(items, n, RL_MISUSE, "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) "
+                                            "VALUES ('127.0.0.1', 6379)");
+    } else if (quorum > c->n) {
+        st = items_fail(items, n, RL_MISUSE, "unsafe_test_quorum is larger than the number of nodes configured; lower it");
+    } else if (!argv || !lens || !ttls || !votes || !answers ||
+               !(keyblock = many_keys(c, items, n, fenced, argv + 3, lens + 3))) {
+        st = items_fail(items, n, RL_NOMEM, "out of memory");
+    } else {
+        for (int k = 0; k < n; k++) {
+            if (check_ttl(c, items[k].ttl_ms, &tmp) != RL_OK) {
+                st = items_fail(items, n, RL_MISUSE, "a ttl_ms is within the clock drift allowance");
+                break;
+            }
+        }
+    }
+    if (st == RL_OK) {
+        argv[0] = "EVAL";
+        lens[0] = 4;
+        argv[1] = RL_SCRIPT_EXTEND_MANY;
+        lens[1] = sizeof RL_SCRIPT_EXTEND_MANY - 1;
+        lens[2] = (size_t)snprintf(nkeys_text, sizeof nkeys_text, "%d", nkeys);
+        argv[2] = nkeys_text;
+        for (int k = 0; k < n; k++) {
+            argv[3 + nkeys + k] = items[k].token;
+            lens[3 + nkeys + k] = RL_TOKEN_LEN;
+            char *t = ttls + (size_t)k * 21;
+            lens[3 + nkeys + n + k] = (size_t)snprintf(t, 21, "%lld", (long long)items[k].ttl_ms);
+            argv[3 + nkeys + n + k] = t;
+            if (items[k].ttl_ms > c->max_ttl_ms) c->max_ttl_ms = items[k].ttl_ms;
+        }
+        rl_round r = {.kind = RL_K_EXTEND_MANY, .argc = argc, .argv = argv, .lens = lens, .quorum = quorum,
+                      .guard_applies = 1, .strict_no = 1, .withhold = 1, .nitems = n, .items = answers,
+                      .votes = votes};
+        rl_round_run(c, &r);
+        for (int k = 0; k < n; k++) {
+            item_outcome(c, &r, &items[k], k, quorum);
+            if (items[k].status != RL_REFUSED) continue;
+            /* Lost: delete what is left of it, so it does not linger on a minority. */
+            keys one = {.key = (char *)argv[3 + k], .keylen = lens[3 + k], .chan = NULL, .chanlen = 0};
+            const char *rel_argv[6];
+            size_t rel_lens[6];
+            rl_round_cleanup(c, &r, release_cmd(&one, items[k].token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv,
+                             rel_lens);
+        }
+    }
+    *op = c->op;
+    pthread_mutex_unlock(&c->mu);
+    free(keyblock);
+    free(argv);
+    free(lens);
+    free(ttls);
+    free(votes);
+    free(answers);
+    return st;
+}

@@ -57,6 +57,29 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out);
 
+/* One lock of rl_lock_extend_many: in, what rl_lock_extend takes; out, a
+ * status with the validity as rl_lock_extend computes it. */
+typedef struct rl_extend_item {
+    const char *res;
+    size_t reslen;
+    const char *token;       /* RL_TOKEN_LEN bytes */
+    int64_t ttl_ms;
+    rl_status status;        /* out: RL_OK, RL_REFUSED (lost), RL_NO_QUORUM, RL_MISUSE */
+    int64_t validity_ms, valid_until_us; /* out, RL_OK */
+    int yes, no, fail;       /* out: the votes for this lock */
+    char why[RL_ERR_REASON_MAX]; /* out: the reason, for every status but RL_OK */
+} rl_extend_item;
+
+/* rl_lock_extend for n locks in one round: one script call per node sets
+ * every key that still holds its own token to its TTL (fence counters as
+ * rl_lock_extend keeps them). Each lock's votes are counted, its validity
+ * computed from the round's start and end, and a lost one cleaned up,
+ * exactly as rl_lock_extend does for one. *op receives the client's
+ * operation count after the round (rl_outcome.op). Returns RL_OK when the
+ * round ran (each item says how its lock fared), else RL_MISUSE or
+ * RL_NOMEM for all of them (each item says why). Caller must not hold c->mu. */
+rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op);
+
 /* Asks every node whether the key still holds token and for how long, and
  * changes nothing. RL_OK when it does on a quorum, with the validity that
  * the least PTTL of the yes votes leaves (computed as for acquire: less the

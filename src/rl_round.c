@@ -80,7 +80,10 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     rl_vote *v = &r->votes[i];
     char why[sizeof v->why];
     rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
+    sec.withhold = r->withhold;
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
+    if (state == RL_V_YES && r->nitems > 0)
+        state = rl_vote_items(rep, r->items + (size_t)i * (size_t)r->nitems, r->nitems, why, sizeof why);
     /* A duplicate's or replica's answer is about another server's data: neither its
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
@@ -226,8 +229,25 @@ void rl_round_settle(rl_client *c) {
 /* Success is decided by a quorum of yes votes. Failure is decided only once
  * it is also known which failure it is: a quorum answered (held elsewhere:
  * NULL in SQL) or a quorum cannot answer any more (an error). */
-static int decided(const rl_round *r) {
+/* A batched round (nitems > 0) is decided when every key is: a quorum of
+ * yes answers for it, or enough no answers (and blocked nodes) that no
+ * quorum can be had, as strict_no decides for one key. */
+static int items_decided(const rl_client *c, const rl_round *r) {
+    for (int k = 0; k < r->nitems; k++) {
+        int yes = 0, no = 0;
+        for (int i = 0; i < c->n; i++) {
+            if (r->votes[i].state != RL_V_YES) continue;
+            if (r->items[(size_t)i * (size_t)r->nitems + (size_t)k]) yes++;
+            else no++;
+        }
+        if (yes < r->quorum && no + r->blocked <= r->asked - r->quorum) return 0;
+    }
+    return 1;
+}
+
+static int decided(const rl_client *c, const rl_round *r) {
     if (r->wait_all) return 0;
+    if (r->nitems > 0) return items_decided(c, r);
     if (r->yes >= r->quorum) return 1;
     if (r->strict_no) /* "not ours" for certain, or wait for every answer */
         return r->no + r->blocked > r->asked - r->quorum;
@@ -290,7 +310,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, why);
         }
     }
-    while (!decided(r) && r->yes + r->no + r->fail < r->asked) pump(c, r, op, INT64_MAX);
+    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) pump(c, r, op, INT64_MAX);
     r->end_us = rl_now_us();
 }
 

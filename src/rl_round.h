@@ -32,6 +32,14 @@ typedef struct rl_round {
                                    quorum (release, extend: "not ours any more") */
     const char *secret;         /* the token the command carries: masked in */
     size_t secretlen;           /* what the nodes answer (rl_text.h) */
+    int withhold;               /* the command carries more tokens than can be
+                                   masked: error texts are withheld (rl_text.h) */
+    int nitems;                 /* RL_K_EXTEND_MANY: keys in the command; a node's
+                                   yes then gives an answer per key, and the round
+                                   is decided when every key is (strict_no) */
+    signed char *items;         /* c->n * nitems, owned by the caller: items[i *
+                                   nitems + k] is node i's answer for key k (1 yes,
+                                   0 no), valid only while votes[i] is RL_V_YES */
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;

@@ -25,6 +25,19 @@
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
 
+/* Many locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n] the lock
+ * keys, then (with fencing) KEYS[n+1..2n] their fence counters; ARGV[1..n]
+ * the tokens, ARGV[n+1..2n] the TTLs in ms. An array of n integers: 1 where
+ * that key held its own token and got its TTL, 0 where it is gone or not
+ * ours (never re-created). */
+#define RL_SCRIPT_EXTEND_MANY \
+    "local n = #ARGV / 2 local f = #KEYS > n local out = {} " \
+    "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
+    "if redis.call('get',KEYS[i]) == ARGV[i] then out[i] = redis.call('pexpire',KEYS[i],t) " \
+    "if f then local p = redis.call('pttl',KEYS[n + i]) " \
+    "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
+    "else out[i] = 0 end end return out"
+
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
  * token, else 0. Reads only: the lock is neither lengthened nor shortened.
  * A key without expiry answers -1 (never made by this extension). */

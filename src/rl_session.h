@@ -21,6 +21,10 @@
  * its TTL, so two more tries fit before it would expire. */
 #define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
 
+/* The most locks the keeper extends in one round: one script call per node
+ * of at most this many keys keeps each node's pause for it short. */
+#define RL_KEEPER_BATCH_MAX 1000
+
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
     size_t reslen;
@@ -45,6 +49,8 @@ typedef struct rl_held {
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
     int lost;                /* an extension failed or came too late */
     char lost_why[RL_ERR_REASON_MAX];
+    int batch_slot;          /* while in the keeper's batch in flight: its place
+                                in it, from 1 (else 0) */
     int64_t validity_ms;     /* snapshots only: the validity left when the
                                 snapshot was taken, by the session's one measure */
 } rl_held;

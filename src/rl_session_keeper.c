@@ -1,7 +1,9 @@
 /* rl_session_keeper: the auto-extension thread of a session (part of the
  * rl_session module, declared in rl_session.h). It extends every lock
- * taken with auto_extend at about a third of its TTL, never touches SQLite,
- * never re-creates an expired lock (the extend script cannot), marks a lock
+ * taken with auto_extend at about a third of its TTL, all the locks due at
+ * one wake-up in one round (one script call per node, rl_lock_extend_many),
+ * never touches SQLite, never re-creates an expired lock (the extend script
+ * cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
  * when the session ends. A lock released by its owner leaves the held list
  * before its release is sent, so the keeper never extends it afterwards.
@@ -31,66 +33,104 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-static int find_token(const rl_session *s, const char *token) {
-    for (int i = 0; i < s->nheld; i++)
-        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0) return i;
-    return -1;
-}
-
 static void mark_lost(rl_held *h, const char *why) {
     h->lost = 1;
     snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
 }
 
-/* Extends one due lock; s->mu is held on entry and exit, dropped meanwhile. */
-static void extend_one(rl_session *s, int i) {
-    rl_held *h = &s->held[i];
-    int64_t now = rl_now_us();
-    if (h->valid_until_us <= now) {
-        mark_lost(h, "its validity ran out before the keeper could extend it");
-        return;
-    }
-    char token[RL_TOKEN_LEN + 1];
-    size_t reslen = h->reslen;
-    int64_t ttl = h->ttl_ms;
-    char *res = malloc(reslen + 1);
-    if (!res) {
-        h->next_extend_us = now + 10000; /* try again soon */
-        return;
-    }
-    memcpy(res, h->res, reslen + 1);
-    memcpy(token, h->token, sizeof token);
-    h->next_extend_us = INT64_MAX; /* in flight */
-    /* Once this extend has run the key lives at least this long, maybe less
-     * than an extend of the owner's, with a longer TTL, made meanwhile. */
-    h->inflight_until_us = now + ttl * 1000 - h->drift_us;
-    pthread_mutex_unlock(&s->mu);
+/* One lock of a batch: its copy of what the call needs, kept while s->mu
+ * is dropped (the held entry may be released and freed meanwhile). */
+typedef struct batch {
+    rl_extend_item *items;
+    char *block;        /* the resources' bytes, one allocation */
+    int n;
+} batch;
 
-    rl_outcome o;
-    rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
-    free(res);
+/* Collects up to RL_KEEPER_BATCH_MAX due locks (and those due within a
+ * fifth of their period, so one call serves them too) into b, marking each
+ * in flight. Locks whose validity already ran out are marked lost instead.
+ * Returns how many were taken (0: none due; -1: OOM, try again soon);
+ * *next receives the earliest time a lock not taken is due. Caller holds s->mu. */
+static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
+    int any_due = 0;
+    *next = INT64_MAX;
+    for (int i = 0; i < s->nheld; i++) {
+        rl_held *h = &s->held[i];
+        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (h->next_extend_us <= now) any_due = 1;
+        if (h->next_extend_us < *next) *next = h->next_extend_us;
+    }
+    if (!any_due) return 0;
+    int n = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < s->nheld && n < RL_KEEPER_BATCH_MAX; i++) {
+        rl_held *h = &s->held[i];
+        h->batch_slot = 0;
+        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (h->next_extend_us > now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms) / 5) continue;
+        if (h->valid_until_us <= now) {
+            mark_lost(h, "its validity ran out before the keeper could extend it");
+            continue;
+        }
+        n++;
+        bytes += h->reslen + RL_TOKEN_LEN;
+    }
+    b->n = 0;
+    b->items = malloc((size_t)(n > 0 ? n : 1) * sizeof *b->items);
+    b->block = malloc(bytes ? bytes : 1);
+    if (!b->items || !b->block) {
+        free(b->items);
+        free(b->block);
+        b->items = NULL;
+        b->block = NULL;
+        *next = now + 10000; /* try again soon */
+        return -1;
+    }
+    char *p = b->block;
+    for (int i = 0; i < s->nheld && b->n < n; i++) {
+        rl_held *h = &s->held[i];
+        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (h->next_extend_us > now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms) / 5) continue;
+        rl_extend_item *it = &b->items[b->n];
+        memcpy(p, h->res, h->reslen);
+        it->res = p;
+        it->reslen = h->reslen;
+        p += h->reslen;
+        memcpy(p, h->token, RL_TOKEN_LEN);
+        it->token = p;
+        p += RL_TOKEN_LEN;
+        it->ttl_ms = h->ttl_ms;
+        h->next_extend_us = INT64_MAX; /* in flight */
+        /* Once this extend has run the key lives at least this long, maybe less
+         * than an extend of the owner's, with a longer TTL, made meanwhile. */
+        h->inflight_until_us = now + h->ttl_ms * 1000 - h->drift_us;
+        h->batch_slot = ++b->n; /* travels with the entry if the list is reordered */
+    }
+    return b->n;
+}
 
-    pthread_mutex_lock(&s->mu);
-    i = find_token(s, token);
-    if (i < 0) return; /* released meanwhile */
-    h = &s->held[i];
+/* What the keeper's extend of held lock h (item it, ending with op) means
+ * for it: as for one extend, only a call that decided after the owner's
+ * last one counts. Caller holds s->mu. */
+static void apply(rl_held *h, const rl_extend_item *it, uint64_t op, rl_status call) {
     h->inflight_until_us = 0;
-    now = rl_now_us();
-    if (o.op <= h->op) {
+    int64_t now = rl_now_us(), ttl = it->ttl_ms;
+    if (op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
         if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
-    if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
+    rl_status st = call == RL_OK ? it->status : call;
+    if (st == RL_OK || st == RL_REFUSED) h->op = op;
     if (st == RL_OK) {
-        h->valid_until_us = o.valid_until_us;
+        h->valid_until_us = it->valid_until_us;
         h->extensions++;
         h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
-        mark_lost(h, o.msg);
+        mark_lost(h, it->why);
     } else if (h->valid_until_us <= now) {
-        mark_lost(h, o.msg);
+        mark_lost(h, it->why);
     } else {
         /* Nodes did not answer: try again soon, while the lock is still valid. */
         int64_t retry = ttl * 1000 / 10;
@@ -99,22 +139,38 @@ static void extend_one(rl_session *s, int i) {
     }
 }
 
+/* Extends the locks of b in one round; s->mu is held on entry and exit,
+ * dropped meanwhile. */
+static void extend_batch(rl_session *s, batch *b) {
+    pthread_mutex_unlock(&s->mu);
+    uint64_t op;
+    rl_status call = rl_lock_extend_many(s->client, b->items, b->n, &op);
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->nheld; i++) {
+        rl_held *h = &s->held[i];
+        int slot = h->batch_slot;
+        if (slot <= 0 || slot > b->n) continue;
+        h->batch_slot = 0;
+        const rl_extend_item *it = &b->items[slot - 1];
+        /* A lock released meanwhile is gone from the list; one taken anew on
+         * the name has another token and no slot. */
+        if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0) continue;
+        apply(h, it, op, call);
+    }
+    free(b->items);
+    free(b->block);
+    b->items = NULL;
+    b->block = NULL;
+}
+
 static void *keeper_main(void *arg) {
     rl_session *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->keeper_stop) {
-        int64_t now = rl_now_us(), next = INT64_MAX;
-        int due = -1;
-        for (int i = 0; i < s->nheld; i++) {
-            rl_held *h = &s->held[i];
-            if (!h->auto_extend || h->lost) continue;
-            if (h->next_extend_us <= now) {
-                due = i;
-                break;
-            }
-            if (h->next_extend_us < next) next = h->next_extend_us;
-        }
-        if (due >= 0) extend_one(s, due);
+        batch b = {0};
+        int64_t next;
+        int n = collect(s, &b, rl_now_us(), &next);
+        if (n > 0) extend_batch(s, &b);
         else wait_until(s, next);
     }
     pthread_mutex_unlock(&s->mu);

@@ -76,7 +76,28 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
     case RL_K_WRITEBACK:
         if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
+    case RL_K_EXTEND_MANY: /* the answers per key: rl_vote_items */
+        if (r->type == REDIS_REPLY_ARRAY) return RL_V_YES;
+        return unexpected(r, why, whylen);
     }
     snprintf(why, whylen, "internal: unknown command kind");
     return RL_V_FAIL;
+}
+
+int rl_vote_items(const rl_reply *r, signed char *items, int n, char *why, size_t whylen) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
+        snprintf(why, whylen, "unexpected reply: %s of %zu answers for %d keys", r ? type_name(r->type) : "none",
+                 r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0, n);
+        return RL_V_FAIL;
+    }
+    for (int k = 0; k < n; k++) {
+        const rl_reply *e = r->element[k];
+        if (!e || e->type != REDIS_REPLY_INTEGER || (e->integer != 0 && e->integer != 1)) {
+            snprintf(why, whylen, "unexpected reply: answer %d for a key is not 0 or 1", k + 1);
+            return RL_V_FAIL;
+        }
+    }
+    /* Only a reply that is whole in shape gives answers. */
+    for (int k = 0; k < n; k++) items[k] = (signed char)r->element[k]->integer;
+    return RL_V_YES;
 }

@@ -32,4 +32,9 @@ typedef struct rl_vote {
  * The text of an error reply is shown with the secrets of sec masked. */
 int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long long *value, char *why, size_t whylen);
 
+/* For RL_K_EXTEND_MANY: checks that reply r is an array of exactly n
+ * answers, each 0 (not ours) or 1 (extended), and copies them into items.
+ * RL_V_YES, or RL_V_FAIL with the reason in why (items untouched). */
+int rl_vote_items(const rl_reply *r, signed char *items, int n, char *why, size_t whylen);
+
 #endif
