@@ -208,12 +208,74 @@ static int cmd_handoff(int argc, char **argv) {
     return 0;
 }
 
+/* ---- keep ---- */
+
+/* driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS
+ *   What keeping many locks alive costs the client: measures the CPU of one
+ *   acquire+release cycle (2,000 cycles), then takes LOCKS locks with
+ *   auto_extend on and TTL_MS, sleeps SECONDS while the keeper extends
+ *   them, and prints the process's CPU (every thread, getrusage) per
+ *   extension made meanwhile, its ratio to the cycle's, and how many locks
+ *   are not held at the end. */
+static int cmd_keep(int argc, char **argv) {
+    if (argc != 8) return 2;
+    const char *ext = argv[2], *nodes = argv[3], *prefix = argv[4];
+    int64_t locks = atoll(argv[5]), ttl = atoll(argv[6]);
+    double seconds = atof(argv[7]);
+    sqlite3 *db = open_with(ext, nodes);
+    laps l = {0};
+    if (sqlite3_create_function_v2(db, "bench_lap", 1, SQLITE_UTF8, &l, fn_lap, NULL, NULL, NULL) != SQLITE_OK)
+        fail(db, "create bench_lap");
+    char cprefix[200];
+    snprintf(cprefix, sizeof cprefix, "%sc", prefix);
+    run_cycles(db, &l, cprefix, 300); /* warm-up */
+    const int64_t ncycles = 2000;
+    double c0 = cpu_us();
+    run_cycles(db, &l, cprefix, ncycles);
+    double cycle_cpu = (cpu_us() - c0) / (double)ncycles;
+    if (query_int(db, "SELECT redlock_config('auto_extend', 1)") != 1) fail(db, "auto_extend setting");
+    sqlite3_stmt *st;
+    static const char take[] =
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
+        "SELECT count(redlock_acquire(?2||i, ?3, 2000)) FROM s";
+    if (sqlite3_prepare_v2(db, take, -1, &st, NULL) != SQLITE_OK) fail(db, "prepare take");
+    sqlite3_bind_int64(st, 1, locks);
+    sqlite3_bind_text(st, 2, prefix, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, ttl);
+    int64_t t0 = now_ns();
+    if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 0) != locks) fail(db, "taking the locks");
+    double take_s = (double)(now_ns() - t0) / 1e9;
+    sqlite3_finalize(st);
+    int64_t e0 = query_int(db, "SELECT sum(extensions) FROM redlock_locks");
+    double k0 = cpu_us();
+    int64_t w0 = now_ns();
+    sleep_ns((int64_t)(seconds * 1e9));
+    double k1 = cpu_us();
+    double waited = (double)(now_ns() - w0) / 1e9;
+    int64_t e1 = query_int(db, "SELECT sum(extensions) FROM redlock_locks");
+    int64_t lost = query_int(db, "SELECT count(*) FROM redlock_locks WHERE state <> 'held' OR validity_ms <= 0");
+    int64_t held = query_int(db, "SELECT count(*) FROM redlock_locks");
+    int64_t exts = e1 - e0;
+    double per_ext = exts > 0 ? (k1 - k0) / (double)exts : -1;
+    printf("{\"locks\": %lld, \"ttl_ms\": %lld, \"seconds\": %.2f, \"take_seconds\": %.2f, \"extensions\": %lld, "
+           "\"cpu_s\": %.3f, \"cpu_per_ext_us\": %.3f, \"cycle_cpu_us\": %.2f, \"ratio\": %.4f, \"lost\": %lld, "
+           "\"listed\": %lld}\n",
+           (long long)locks, (long long)ttl, waited, take_s, (long long)exts, (k1 - k0) / 1e6, per_ext, cycle_cpu,
+           per_ext > 0 ? per_ext / cycle_cpu : -1, (long long)(lost + (locks - held)), (long long)held);
+    query_int(db, "SELECT redlock_release_all()");
+    sqlite3_close(db);
+    free(l.d);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc = 2;
     if (argc > 1 && strcmp(argv[1], "cycles") == 0) rc = cmd_cycles(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "handoff") == 0) rc = cmd_handoff(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "keep") == 0) rc = cmd_keep(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: driver cycles EXT NODES FENCING PREFIX SECONDS\n"
-                        "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS\n");
+                        "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS\n"
+                        "       driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS\n");
     return rc;
 }

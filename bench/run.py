@@ -489,6 +489,34 @@ def memory(b, nodes, target_cycles, budget_s):
 # --------------------------------------------------------------------------
 
 
+def keep_alive(b, nodes, locks, seconds, ttl_ms=3000):
+    """driver keep: LOCKS auto-extended locks kept alive for SECONDS; client
+    CPU per lock per extension against one acquire+release cycle's CPU."""
+    r = run_json([os.path.join(b.build, "driver"), "keep", EXT, ",".join(n.url for n in nodes), prefix("keep"),
+                  str(locks), str(ttl_ms), str(seconds)], timeout=seconds + 240)
+    print("bench: keep %d locks alive for %.0f s: done" % (locks, seconds), flush=True)
+    return r
+
+
+def keep_rows(k, targets):
+    """The table lines of keep_alive's result k; adds its targets."""
+    L = ["Keeping locks alive: auto_extend on, 3 nodes; the keeper extends every due lock in one script call per node"]
+    if "error" in k:
+        L.append("  keep-alive: failed: %s" % k["error"])
+        return L
+    tgt = verdict(k["ratio"], 0.1, "<=")
+    lost_tgt = verdict(k["lost"], 0, "<=")
+    targets.append(("keep %d locks: CPU per extension / cycle CPU" % k["locks"], tgt))
+    targets.append(("keep %d locks for %.0f s: locks lost" % (k["locks"], k["seconds"]), lost_tgt))
+    L.append("  keep %d auto-extended locks (TTL %.0f s) alive for %.0f s: %d extensions, client CPU %.3f s "
+             "(all threads, getrusage)" % (k["locks"], k["ttl_ms"] / 1000.0, k["seconds"], k["extensions"], k["cpu_s"]))
+    L.append("    CPU per lock per extension %.2f us; one acquire+release cycle %.1f us CPU (same process)   "
+             "ratio %.3f   %s" % (k["cpu_per_ext_us"], k["cycle_cpu_us"], k["ratio"], tgt))
+    L.append("    locks lost or not held at the end: %d of %d   %s   (taking them: %.1f s)" % (
+        k["lost"], k["locks"], lost_tgt, k["take_seconds"]))
+    return L
+
+
 def machine():
     model = "?"
     try:
@@ -533,7 +561,7 @@ def rtxt(r, what):
 def verdict(r, need, cmp=">="):
     if r is None:
         return "not measured"
-    ok = r >= need if cmp == ">=" else r < need
+    ok = r >= need if cmp == ">=" else (r <= need if cmp == "<=" else r < need)
     return "%s %s: %s" % (cmp, need, "MET" if ok else "NOT MET")
 
 
@@ -546,6 +574,9 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
+    ap.add_argument("--keep-locks", type=int, default=10000, help="locks the keep-alive row keeps alive")
+    ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
+    ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive row")
     a = ap.parse_args()
     for f in (EXT, os.path.join(REPO, a.build, "driver"), os.path.join(REPO, a.build, "bare")):
         if not os.path.exists(f):
@@ -558,6 +589,12 @@ def main():
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
     certs = make_certs()
     nodes = [Node(i, certs) for i in range(5)]
+    if a.keep_only:
+        targets = []
+        lines = keep_rows(keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds), targets)
+        cleanup()
+        print("\n".join(["", "redlock bench: %s" % head] + lines))
+        return
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps)
     tls = cycles_tls(b, nodes, a.reps) if certs else None
@@ -565,6 +602,7 @@ def main():
     ho = handoff(b, nodes[:3], a.handoff_seconds)
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds)
+    keep = keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds)
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in (1, 3, 5)] if s), None)
     cleanup()
 
@@ -678,6 +716,7 @@ def main():
         else:
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
+    L += keep_rows(keep, targets)
     L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))

@@ -21,4 +21,4 @@ bench:
 	@bash scripts/ensure-deps.sh
 	@$(MAKE) -s redlock.so
 	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver
-	@timeout -k 10 540 /usr/bin/python3 bench/run.py --build $(BENCH_BUILD) --seconds $(BENCH_SECONDS) $(BENCH_ARGS)
+	@timeout -k 10 660 /usr/bin/python3 bench/run.py --build $(BENCH_BUILD) --seconds $(BENCH_SECONDS) $(BENCH_ARGS)

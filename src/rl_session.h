@@ -21,9 +21,11 @@
  * its TTL, so two more tries fit before it would expire. */
 #define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
 
-/* The most locks the keeper extends in one round: one script call per node
- * of at most this many keys keeps each node's pause for it short. */
-#define RL_KEEPER_BATCH_MAX 1000
+/* The most locks the keeper extends in one round. A node runs the script
+ * for 250 keys in about 2 ms (more on a busy host): longer scripts would
+ * stall every other client of that node, and the owner's own calls waiting
+ * for the round, past a 50 ms node timeout. */
+#define RL_KEEPER_BATCH_MAX 250
 
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
