@@ -4,6 +4,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,13 +94,27 @@ static int interrupted(void *ctx) {
     return rc == SQLITE_INTERRUPT;
 }
 
+/* SQLITE_EXTENSION_INIT2 writes the API pointer on every load, while
+ * other threads may be reading it through connections loaded before: a
+ * data race, if one that writes the same value. It is written once here
+ * instead: every load reads it atomically first (so a thread that uses the
+ * extension is ordered after the write), and only the first loads take the
+ * mutex (held for one store; once set, a fork never finds it taken). */
+static void set_api(const sqlite3_api_routines *api) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (__atomic_load_n(&sqlite3_api, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&mu);
+    if (!__atomic_load_n(&sqlite3_api, __ATOMIC_RELAXED)) __atomic_store_n(&sqlite3_api, api, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&mu);
+}
+
 /* The entry point SQLite looks for when loading "redlock". */
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi);
 
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi) {
-    SQLITE_EXTENSION_INIT2(pApi);
+    set_api(pApi);
     redlock_state *st = calloc(1, sizeof *st);
     if (!st) return SQLITE_NOMEM;
     st->refs = 1;
