@@ -268,14 +268,71 @@ static int cmd_keep(int argc, char **argv) {
     return 0;
 }
 
+/* ---- conns ---- */
+
+/* A line of /proc/self/status ("VmRSS:", "Threads:") as a number. */
+static long proc_status(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0) v = atol(line + kl);
+    if (f) fclose(f);
+    return v;
+}
+
+/* driver conns EXT NODES PREFIX CONNS SECONDS
+ *   What a connection with auto-extension costs: opens CONNS connections
+ *   (one thread), each with auto_extend on and one lock (TTL 3 s) taken, so
+ *   each runs its keeper; then idles SECONDS. Prints threads, RSS and CPU
+ *   (all threads) per connection, and locks lost. */
+static int cmd_conns(int argc, char **argv) {
+    if (argc != 7) return 2;
+    const char *ext = argv[2], *nodes = argv[3], *prefix = argv[4];
+    int n = atoi(argv[5]);
+    double seconds = atof(argv[6]);
+    if (n < 1) return 2;
+    sqlite3 **dbs = calloc((size_t)n, sizeof *dbs);
+    if (!dbs) fail(NULL, "out of memory");
+    long rss0 = proc_status("VmRSS:"), thr0 = proc_status("Threads:");
+    for (int i = 0; i < n; i++) {
+        dbs[i] = open_with(ext, nodes);
+        if (query_int(dbs[i], "SELECT redlock_config('auto_extend', 1)") != 1) fail(dbs[i], "auto_extend");
+        char sql[300];
+        snprintf(sql, sizeof sql, "SELECT redlock_acquire('%s%d', 3000, 2000) IS NOT NULL", prefix, i);
+        if (query_int(dbs[i], sql) != 1) fail(dbs[i], "acquire");
+    }
+    long rss1 = proc_status("VmRSS:"), thr1 = proc_status("Threads:");
+    double c0 = cpu_us();
+    int64_t w0 = now_ns();
+    sleep_ns((int64_t)(seconds * 1e9));
+    double cpu = cpu_us() - c0, waited = (double)(now_ns() - w0) / 1e9;
+    long rss2 = proc_status("VmRSS:");
+    int64_t lost = 0, exts = 0;
+    for (int i = 0; i < n; i++) {
+        lost += query_int(dbs[i], "SELECT count(*) FROM redlock_locks WHERE state <> 'held'");
+        exts += query_int(dbs[i], "SELECT sum(extensions) FROM redlock_locks");
+    }
+    for (int i = 0; i < n; i++) sqlite3_close(dbs[i]);
+    free(dbs);
+    printf("{\"conns\": %d, \"threads_per_conn\": %.2f, \"rss_kib_per_conn\": %.1f, \"rss_growth_kib\": %ld, "
+           "\"cpu_pct\": %.3f, \"cpu_us_per_conn_s\": %.2f, \"extensions\": %lld, \"lost\": %lld, \"seconds\": %.1f}\n",
+           n, (double)(thr1 - thr0) / n, (double)(rss1 - rss0) / n, rss2 - rss1, cpu / waited / 1e4,
+           cpu / waited / n, (long long)exts, (long long)lost, waited);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc = 2;
     if (argc > 1 && strcmp(argv[1], "cycles") == 0) rc = cmd_cycles(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "handoff") == 0) rc = cmd_handoff(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "keep") == 0) rc = cmd_keep(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "conns") == 0) rc = cmd_conns(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: driver cycles EXT NODES FENCING PREFIX SECONDS\n"
                         "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS\n"
-                        "       driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS\n");
+                        "       driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS\n"
+                        "       driver conns EXT NODES PREFIX CONNS SECONDS\n");
     return rc;
 }

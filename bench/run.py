@@ -517,6 +517,34 @@ def keep_rows(k, targets):
     return L
 
 
+def keeper_conns(b, nodes, counts=(1, 10, 100, 200), seconds=5.0):
+    """driver conns: N connections in one process, each with auto_extend and
+    one lock kept alive (its own keeper thread); threads, RSS and CPU per
+    connection."""
+    res = {}
+    for n in counts:
+        res[n] = run_json([os.path.join(b.build, "driver"), "conns", EXT, ",".join(x.url for x in nodes),
+                           prefix("conns"), str(n), str(seconds)], timeout=seconds + 120)
+    print("bench: connections with auto-extension: done", flush=True)
+    return res
+
+
+def conns_rows(res):
+    L = ["Connections with auto-extension, one process, 3 nodes: each connection holds one lock (TTL 3 s) and "
+         "runs its own keeper thread"]
+    L.append("  %-10s %12s %16s %18s %16s %6s" % ("conns", "threads/conn", "RSS KiB/conn", "+RSS KiB, idle run",
+                                                "CPU us/conn/s", "lost"))
+    for n, r in sorted(res.items()):
+        if "error" in r:
+            L.append("  %-10d failed: %s" % (n, r["error"]))
+            continue
+        L.append("  %-10d %12.2f %16.1f %18d %16.1f %6d" % (n, r["threads_per_conn"], r["rss_kib_per_conn"],
+                                                          r["rss_growth_kib"], r["cpu_us_per_conn_s"], r["lost"]))
+    L.append("  (RSS per connection at 1 includes loading the extension and its libraries; CPU: getrusage of all "
+             "threads while idle, per second, divided by the connections)")
+    return L
+
+
 def machine():
     model = "?"
     try:
@@ -576,7 +604,7 @@ def main():
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
     ap.add_argument("--keep-locks", type=int, default=10000, help="locks the keep-alive row keeps alive")
     ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
-    ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive row")
+    ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
     a = ap.parse_args()
     for f in (EXT, os.path.join(REPO, a.build, "driver"), os.path.join(REPO, a.build, "bare")):
         if not os.path.exists(f):
@@ -592,6 +620,7 @@ def main():
     if a.keep_only:
         targets = []
         lines = keep_rows(keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds), targets)
+        lines += conns_rows(keeper_conns(b, nodes[:3]))
         cleanup()
         print("\n".join(["", "redlock bench: %s" % head] + lines))
         return
@@ -603,6 +632,7 @@ def main():
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds)
     keep = keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds)
+    kconns = keeper_conns(b, nodes[:3])
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in (1, 3, 5)] if s), None)
     cleanup()
 
@@ -717,6 +747,7 @@ def main():
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
     L += keep_rows(keep, targets)
+    L += conns_rows(kconns)
     L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
