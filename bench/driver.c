@@ -31,6 +31,7 @@
  * NODES is a comma-separated list of redis:// URLs (REDLOCK_NODES).
  * SPDX-License-Identifier: BSD-3-Clause */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,8 @@ static void fail(sqlite3 *db, const char *what) {
 static sqlite3 *open_with(const char *ext, const char *nodes) {
     sqlite3 *db;
     char *err = NULL;
-    setenv("REDLOCK_NODES", nodes, 1);
+    const char *was = getenv("REDLOCK_NODES");
+    if (!was || strcmp(was, nodes) != 0) setenv("REDLOCK_NODES", nodes, 1); /* threads: set once, before them */
     if (sqlite3_open(":memory:", &db) != SQLITE_OK) fail(db, "open");
     sqlite3_enable_load_extension(db, 1);
     if (sqlite3_load_extension(db, ext, "sqlite3_redlock_init", &err) != SQLITE_OK) {
@@ -323,16 +325,104 @@ static int cmd_conns(int argc, char **argv) {
     return 0;
 }
 
+/* ---- threads ---- */
+
+typedef struct cthread {
+    const char *ext, *nodes;
+    char prefix[200];
+    double seconds;
+    int64_t start_ns;
+    int64_t cycles;
+    laps l;
+} cthread;
+
+static void *cycles_thread(void *arg) {
+    cthread *t = arg;
+    sqlite3 *db = open_with(t->ext, t->nodes);
+    laps one = {0};
+    if (sqlite3_create_function_v2(db, "bench_lap", 1, SQLITE_UTF8, &one, fn_lap, NULL, NULL, NULL) != SQLITE_OK)
+        fail(db, "create bench_lap");
+    run_cycles(db, &one, t->prefix, 50); /* connect and warm up */
+    while (now_ns() < t->start_ns) sleep_ns(100000);
+    int64_t end = t->start_ns + (int64_t)(t->seconds * 1e9);
+    char p[220];
+    for (int k = 0; now_ns() < end; k++) {
+        snprintf(p, sizeof p, "%s%d:", t->prefix, k);
+        run_cycles(db, &one, p, 100);
+        /* keep every lap (run_cycles reuses the buffer) */
+        if (t->l.n + one.n > t->l.cap) {
+            size_t cap = (t->l.n + one.n) * 2;
+            int64_t *d = realloc(t->l.d, cap * sizeof *d);
+            if (!d) fail(NULL, "out of memory");
+            t->l.d = d;
+            t->l.cap = cap;
+        }
+        memcpy(t->l.d + t->l.n, one.d, one.n * sizeof *one.d);
+        t->l.n += one.n;
+        t->cycles += (int64_t)one.n;
+    }
+    sqlite3_close(db);
+    free(one.d);
+    return NULL;
+}
+
+/* driver threads EXT NODES PREFIX THREADS SECONDS
+ *   THREADS threads of one process, a connection each, run cycles for
+ *   SECONDS from a common start; prints the aggregate cycles/s and the p50
+ *   and p99 of every lap. */
+static int cmd_threads(int argc, char **argv) {
+    if (argc != 7) return 2;
+    int n = atoi(argv[5]);
+    double seconds = atof(argv[6]);
+    if (n < 1) return 2;
+    cthread *t = calloc((size_t)n, sizeof *t);
+    pthread_t *tid = calloc((size_t)n, sizeof *tid);
+    if (!t || !tid) fail(NULL, "out of memory");
+    setenv("REDLOCK_NODES", argv[3], 1); /* before any thread reads it */
+    int64_t start = now_ns() + 300000000 + (int64_t)n * 20000000;
+    for (int i = 0; i < n; i++) {
+        t[i].ext = argv[2];
+        t[i].nodes = argv[3];
+        snprintf(t[i].prefix, sizeof t[i].prefix, "%st%d:", argv[4], i);
+        t[i].seconds = seconds;
+        t[i].start_ns = start;
+        if (pthread_create(&tid[i], NULL, cycles_thread, &t[i]) != 0) fail(NULL, "pthread_create");
+    }
+    laps all = {0};
+    int64_t cycles = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(tid[i], NULL);
+        cycles += t[i].cycles;
+        int64_t *d = realloc(all.d, (all.n + t[i].l.n + 1) * sizeof *d);
+        if (!d) fail(NULL, "out of memory");
+        all.d = d;
+        memcpy(all.d + all.n, t[i].l.d, t[i].l.n * sizeof *d);
+        all.n += t[i].l.n;
+        free(t[i].l.d);
+    }
+    double secs = (double)(now_ns() - start) / 1e9;
+    qsort(all.d, all.n, sizeof *all.d, cmp_i64);
+    printf("{\"threads\": %d, \"cycles\": %lld, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f}\n", n,
+           (long long)cycles, (double)cycles / secs, all.n ? all.d[all.n / 2] / 1e3 : 0,
+           all.n ? all.d[(size_t)((double)all.n * 0.99)] / 1e3 : 0);
+    free(all.d);
+    free(t);
+    free(tid);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rc = 2;
     if (argc > 1 && strcmp(argv[1], "cycles") == 0) rc = cmd_cycles(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "handoff") == 0) rc = cmd_handoff(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "keep") == 0) rc = cmd_keep(argc, argv);
     else if (argc > 1 && strcmp(argv[1], "conns") == 0) rc = cmd_conns(argc, argv);
+    else if (argc > 1 && strcmp(argv[1], "threads") == 0) rc = cmd_threads(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: driver cycles EXT NODES FENCING PREFIX SECONDS\n"
                         "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS\n"
                         "       driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS\n"
-                        "       driver conns EXT NODES PREFIX CONNS SECONDS\n");
+                        "       driver conns EXT NODES PREFIX CONNS SECONDS\n"
+                        "       driver threads EXT NODES PREFIX THREADS SECONDS\n");
     return rc;
 }

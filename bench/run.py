@@ -545,6 +545,83 @@ def conns_rows(res):
     return L
 
 
+def run_many(cmds, timeout):
+    """Runs every command at once; returns their JSON results (run_json's)."""
+    procs = [spawn(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) for c in cmds]
+    out = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            out.append({"error": "timed out"})
+            continue
+        finally:
+            if p in _children:
+                _children.remove(p)
+        lines = o.strip().splitlines()
+        try:
+            out.append(json.loads(lines[-1]) if p.returncode == 0 and lines else
+                       {"error": (e.strip().splitlines() or ["exit %d" % p.returncode])[-1][:160]})
+        except ValueError:
+            out.append({"error": "bad output"})
+    return out
+
+
+def aggregate(runs):
+    errs = [r["error"] for r in runs if "error" in r]
+    if errs:
+        return {"error": errs[0]}
+    return {"rate": sum(r["rate"] for r in runs), "p50_us": statistics.median(r["p50_us"] for r in runs)}
+
+
+def growth(b, nodes, seconds):
+    """Cycles/s and p50 for 1..9 nodes, and for 1..64 connections in threads
+    of one process, in processes, and bare hiredis processes (3 nodes)."""
+    extra = [Node(5 + i) for i in range(4)]
+    allnodes = nodes[:5] + extra
+    res = {"nodes": {}, "conc": {}}
+    try:
+        for n in (1, 3, 5, 7, 9):
+            res["nodes"][n] = {"ours": b.ours(allnodes[:n], 1), "bare": b.bare(allnodes[:n], 1)}
+        print("bench: growth with nodes: done", flush=True)
+        three = nodes[:3]
+        urls = ",".join(x.url for x in three)
+        drv = os.path.join(b.build, "driver")
+        for t in (1, 4, 16, 64):
+            r = {}
+            r["threads"] = run_json([drv, "threads", EXT, urls, prefix("thr"), str(t), str(seconds)],
+                                    timeout=seconds * 4 + 60 + t)
+            r["procs"] = aggregate(run_many([[drv, "cycles", EXT, urls, "1", prefix("pr"), str(seconds)]
+                                              for _ in range(t)], seconds * 8 + 60 + t))
+            r["bare"] = aggregate(run_many([[os.path.join(b.build, "bare"), ",".join(x.hostport for x in three), "1",
+                                              prefix("bp"), str(seconds)] for _ in range(t)], seconds * 4 + 60 + t))
+            res["conc"][t] = r
+        print("bench: growth with connections: done", flush=True)
+    finally:
+        for x in extra:
+            x.terminate()
+    return res
+
+
+def growth_rows(g):
+    def cell(r):
+        if not r or "error" in r:
+            return "%9s %7s" % ("failed", "") if r else "%9s %7s" % ("-", "")
+        return "%9.0f %7.0f" % (r["rate"], r["p50_us"])
+    L = ["How cost grows, fencing on: cycles/s and p50 us (aggregate cycles/s for many connections)"]
+    L.append("  %-6s %17s %17s" % ("nodes", "ours  cyc/s  p50", "bare  cyc/s  p50"))
+    for n, r in sorted(g["nodes"].items()):
+        L.append("  %-6d %17s %17s" % (n, cell(r["ours"]), cell(r["bare"])))
+    L.append("  %-6s %17s %17s %17s   (3 nodes; bare: one hiredis process per connection)" % (
+        "conns", "threads, 1 proc", "processes", "bare processes"))
+    for t, r in sorted(g["conc"].items()):
+        L.append("  %-6d %17s %17s %17s" % (t, cell(r["threads"]), cell(r["procs"]), cell(r["bare"])))
+    return L
+
+
 def machine():
     model = "?"
     try:
@@ -604,6 +681,7 @@ def main():
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
     ap.add_argument("--keep-locks", type=int, default=10000, help="locks the keep-alive row keeps alive")
     ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
+    ap.add_argument("--growth-only", action="store_true", help="run only the growth tables (nodes, connections)")
     ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
     a = ap.parse_args()
     for f in (EXT, os.path.join(REPO, a.build, "driver"), os.path.join(REPO, a.build, "bare")):
@@ -617,6 +695,11 @@ def main():
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
     certs = make_certs()
     nodes = [Node(i, certs) for i in range(5)]
+    if a.growth_only:
+        lines = growth_rows(growth(b, nodes, a.seconds))
+        cleanup()
+        print("\n".join(["", "redlock bench: %s" % head] + lines))
+        return
     if a.keep_only:
         targets = []
         lines = keep_rows(keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds), targets)
@@ -633,6 +716,7 @@ def main():
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds)
     keep = keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds)
     kconns = keeper_conns(b, nodes[:3])
+    grow = growth(b, nodes, a.seconds)
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in (1, 3, 5)] if s), None)
     cleanup()
 
@@ -748,6 +832,7 @@ def main():
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
     L += keep_rows(keep, targets)
     L += conns_rows(kconns)
+    L += growth_rows(grow)
     L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))

@@ -15,7 +15,7 @@ $(BENCH_BUILD)/bare: bench/bare.c bench/measure.h $(wildcard src/*.h)
 
 $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -o $@ bench/driver.c -lsqlite3
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/driver.c -lsqlite3 -lpthread
 
 bench:
 	@bash scripts/ensure-deps.sh

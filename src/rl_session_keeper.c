@@ -76,6 +76,7 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
         bytes += h->reslen + RL_TOKEN_LEN;
     }
     b->n = 0;
+    if (n == 0) return 0; /* every due lock was lost: nothing to send */
     b->items = malloc((size_t)(n > 0 ? n : 1) * sizeof *b->items);
     b->block = malloc(bytes ? bytes : 1);
     if (!b->items || !b->block) {
