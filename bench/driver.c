@@ -212,6 +212,8 @@ static int cmd_handoff(int argc, char **argv) {
 
 /* ---- keep ---- */
 
+static long proc_status(const char *key);
+
 /* driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS
  *   What keeping many locks alive costs the client: measures the CPU of one
  *   acquire+release cycle (2,000 cycles), then takes LOCKS locks with
@@ -244,8 +246,10 @@ static int cmd_keep(int argc, char **argv) {
     sqlite3_bind_int64(st, 1, locks);
     sqlite3_bind_text(st, 2, prefix, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, ttl);
+    long rss0 = proc_status("VmRSS:");
     int64_t t0 = now_ns();
     if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int64(st, 0) != locks) fail(db, "taking the locks");
+    long rss1 = proc_status("VmRSS:");
     double take_s = (double)(now_ns() - t0) / 1e9;
     sqlite3_finalize(st);
     int64_t e0 = query_int(db, "SELECT sum(extensions) FROM redlock_locks");
@@ -261,9 +265,10 @@ static int cmd_keep(int argc, char **argv) {
     double per_ext = exts > 0 ? (k1 - k0) / (double)exts : -1;
     printf("{\"locks\": %lld, \"ttl_ms\": %lld, \"seconds\": %.2f, \"take_seconds\": %.2f, \"extensions\": %lld, "
            "\"cpu_s\": %.3f, \"cpu_per_ext_us\": %.3f, \"cycle_cpu_us\": %.2f, \"ratio\": %.4f, \"lost\": %lld, "
-           "\"listed\": %lld}\n",
+           "\"listed\": %lld, \"rss_bytes_per_lock\": %.0f}\n",
            (long long)locks, (long long)ttl, waited, take_s, (long long)exts, (k1 - k0) / 1e6, per_ext, cycle_cpu,
-           per_ext > 0 ? per_ext / cycle_cpu : -1, (long long)(lost + (locks - held)), (long long)held);
+           per_ext > 0 ? per_ext / cycle_cpu : -1, (long long)(lost + (locks - held)), (long long)held,
+           (double)(rss1 - rss0) * 1024.0 / (double)locks);
     query_int(db, "SELECT redlock_release_all()");
     sqlite3_close(db);
     free(l.d);

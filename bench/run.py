@@ -512,8 +512,8 @@ def keep_rows(k, targets):
              "(all threads, getrusage)" % (k["locks"], k["ttl_ms"] / 1000.0, k["seconds"], k["extensions"], k["cpu_s"]))
     L.append("    CPU per lock per extension %.2f us; one acquire+release cycle %.1f us CPU (same process)   "
              "ratio %.3f   %s" % (k["cpu_per_ext_us"], k["cycle_cpu_us"], k["ratio"], tgt))
-    L.append("    locks lost or not held at the end: %d of %d   %s   (taking them: %.1f s)" % (
-        k["lost"], k["locks"], lost_tgt, k["take_seconds"]))
+    L.append("    locks lost or not held at the end: %d of %d   %s   (taking them: %.1f s; VmRSS %.0f bytes per "
+             "held lock)" % (k["lost"], k["locks"], lost_tgt, k["take_seconds"], k.get("rss_bytes_per_lock", -1)))
     return L
 
 
