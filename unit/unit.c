@@ -254,6 +254,34 @@ static void test_vote_classify(void) {
     expect(!strstr(why, "0123456789") && strstr(why, RL_TEXT_MASK), "vote_classify", "token not masked: '%s'", why);
 }
 
+/* The answers per key of a batched extend: only an array of exactly n
+ * integers, each 0 or 1, gives answers; anything else fails the node. */
+static void test_vote_items(void) {
+    rl_reply one = {.type = REDIS_REPLY_INTEGER, .integer = 1}, zero = {.type = REDIS_REPLY_INTEGER, .integer = 0};
+    rl_reply two = {.type = REDIS_REPLY_INTEGER, .integer = 2}, str = {.type = REDIS_REPLY_STRING, .str = "1", .len = 1};
+    rl_reply *good[] = {&one, &zero, &one}, *bad_value[] = {&one, &two, &one}, *bad_type[] = {&one, &str, &one};
+    rl_reply arr = {.type = REDIS_REPLY_ARRAY, .elements = 3, .element = good};
+    long long value;
+    char why[RL_ERR_REASON_MAX];
+    expect(rl_vote_classify(RL_K_EXTEND_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES, "vote_items",
+           "an array is a yes to look into");
+    expect(rl_vote_classify(RL_K_EXTEND_MANY, &one, NULL, &value, why, sizeof why) == RL_V_FAIL, "vote_items",
+           "an integer is no answer for many keys");
+    signed char items[3] = {-1, -1, -1};
+    expect(rl_vote_items(&arr, items, 3, why, sizeof why) == RL_V_YES && items[0] == 1 && items[1] == 0 &&
+               items[2] == 1, "vote_items", "answers 1 0 1 read as %d %d %d", items[0], items[1], items[2]);
+    memset(items, -1, sizeof items);
+    expect(rl_vote_items(&arr, items, 2, why, sizeof why) == RL_V_FAIL && items[0] == -1, "vote_items",
+           "3 answers for 2 keys taken");
+    arr.element = bad_value;
+    expect(rl_vote_items(&arr, items, 3, why, sizeof why) == RL_V_FAIL && items[0] == -1, "vote_items",
+           "an answer of 2 taken");
+    arr.element = bad_type;
+    expect(rl_vote_items(&arr, items, 3, why, sizeof why) == RL_V_FAIL && items[0] == -1, "vote_items",
+           "a string answer taken");
+    expect(rl_vote_items(&one, items, 1, why, sizeof why) == RL_V_FAIL, "vote_items", "an integer taken as an array");
+}
+
 /* ---- rl_text: cleaning and masking ---------------------------------------- */
 
 static void test_text_clean(void) {
@@ -317,6 +345,7 @@ int main(void) {
     test_resp_format();
     test_resp_read();
     test_vote_classify();
+    test_vote_items();
     test_text_clean();
     test_text_from_server();
     printf("unit: %d cases, %d failed\n", cases, failures);
