@@ -99,6 +99,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     rl_client_set_cancel(st->session->client, interrupted, db);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_many(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));

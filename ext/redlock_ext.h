@@ -31,6 +31,9 @@ void redlock_state_unref(void *st);
 /* Registers the SQL functions; SQLITE_OK or an error code. */
 int redlock_register_functions(sqlite3 *db, redlock_state *st);
 
+/* Registers redlock_acquire_many and redlock_release_many; SQLITE_OK or an error code. */
+int redlock_register_many(sqlite3 *db, redlock_state *st);
+
 /* Registers the redlock_nodes table; SQLITE_OK or an error code. */
 int redlock_register_nodes_table(sqlite3 *db, redlock_state *st);
 

@@ -29,6 +29,8 @@ enum {
     RL_K_EXTEND,      /* compare-and-pexpire script */
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
+    RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
+    RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
 };
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };

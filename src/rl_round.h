@@ -31,6 +31,11 @@ typedef struct rl_round {
                                    quorum (release, extend: "not ours any more") */
     const char *secret;         /* the token the command carries: masked in */
     size_t secretlen;           /* what the nodes answer (rl_text.h) */
+    /* Optional: sees each reply of this round that would count as a yes or
+     * a no, before it counts, to read what it carries; returns 0, or -1
+     * with a reason in why to count it as a failure instead. */
+    int (*inspect)(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen);
+    void *inspect_ctx;
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;

@@ -41,4 +41,49 @@
     "if c < tonumber(ARGV[1]) then redis.call('set',KEYS[1],ARGV[1]) end " \
     "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) else redis.call('persist',KEYS[1]) end return 1"
 
+/* Several names at once. KEYS[1..n] lock keys, then (with fencing)
+ * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
+ * counter ttl ms (0: never expires), ARGV[4] n. Sets every key or none: when
+ * any key exists (whatever its value, our own token from an earlier attempt
+ * included) nothing is written and the answer is {0, i}, i the first such
+ * key; else every key is set to the token and the answer is {1} followed,
+ * with fencing, by each name's new fence number. */
+#define RL_SCRIPT_ACQUIRE_MANY \
+    "local n = tonumber(ARGV[4]) " \
+    "for i = 1, n do if redis.call('exists',KEYS[i]) == 1 then return {0, i} end end " \
+    "for i = 1, n do redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end " \
+    "local out = {1} " \
+    "if #KEYS > n then local t = tonumber(ARGV[3]) " \
+    "for i = 1, n do out[i+1] = redis.call('incr',KEYS[n+i]) " \
+    "if t > 0 then redis.call('pexpire',KEYS[n+i],ARGV[3]) else redis.call('persist',KEYS[n+i]) end end end " \
+    "return out"
+
+/* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
+ * alone: one token for all). Deletes each key that still holds its token
+ * and tells waiters on <key>:released (rl_wait.h). Answers a string of n
+ * characters, '1' where the key was deleted, '0' where it was not ours. */
+#define RL_SCRIPT_RELEASE_MANY \
+    "local out = {} " \
+    "for i = 1, #KEYS do local t = ARGV[i] or ARGV[1] " \
+    "if redis.call('get',KEYS[i]) == t then redis.call('del',KEYS[i]) " \
+    "redis.call('publish',KEYS[i] .. ':released','') out[i] = '1' else out[i] = '0' end end " \
+    "return table.concat(out)"
+
+/* The cleanup after a failed attempt at several names: KEYS[1..n] lock
+ * keys, ARGV[1] token. Deletes each key that still holds the token, tells
+ * nobody, and answers how many it deleted. */
+#define RL_SCRIPT_CLEANUP_MANY \
+    "local d = 0 " \
+    "for i = 1, #KEYS do if redis.call('get',KEYS[i]) == ARGV[1] then redis.call('del',KEYS[i]) d = d + 1 end end " \
+    "return d"
+
+/* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
+ * ARGV[2..n+1] the quorum's highest number of each. Raises every lagging
+ * counter, as RL_SCRIPT_FENCE_WRITEBACK does for one. */
+#define RL_SCRIPT_FENCE_WRITEBACK_MANY \
+    "local t = tonumber(ARGV[1]) " \
+    "for i = 1, #KEYS do local c = tonumber(redis.call('get',KEYS[i]) or '0') " \
+    "if c < tonumber(ARGV[i+1]) then redis.call('set',KEYS[i],ARGV[i+1]) end " \
+    "if t > 0 then redis.call('pexpire',KEYS[i],ARGV[1]) else redis.call('persist',KEYS[i]) end end return 1"
+
 #endif
