@@ -417,6 +417,37 @@ void rl_session_snapshot_free(rl_held *rows, int n) {
     free(rows);
 }
 
+/* The held list in name order, to look many names up at once: indices
+ * into s->held (malloc'ed, s->nheld of them; NULL on OOM). Caller holds
+ * s->mu and keeps the list unchanged while it uses them. */
+static int held_cmp(const void *a, const void *b, void *ctx) {
+    const rl_held *h = ctx, *x = &h[*(const int *)a], *y = &h[*(const int *)b];
+    if (x->reslen != y->reslen) return x->reslen < y->reslen ? -1 : 1;
+    return memcmp(x->res, y->res, x->reslen);
+}
+
+static int *held_sorted(const rl_session *s) {
+    int *idx = malloc((s->nheld > 0 ? (size_t)s->nheld : 1) * sizeof *idx);
+    if (!idx) return NULL;
+    for (int i = 0; i < s->nheld; i++) idx[i] = i;
+    qsort_r(idx, (size_t)s->nheld, sizeof *idx, held_cmp, s->held);
+    return idx;
+}
+
+/* Index of the held lock on res by binary search of idx, or -1. */
+static int held_lookup(const rl_session *s, const int *idx, const char *res, size_t reslen) {
+    int lo = 0, hi = s->nheld - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const rl_held *h = &s->held[idx[mid]];
+        int c = h->reslen != reslen ? (h->reslen < reslen ? -1 : 1) : memcmp(h->res, res, reslen);
+        if (c == 0) return idx[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
 rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
                                   int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -445,10 +476,19 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
     /* Not re-entrant: a set is taken whole on the nodes or not at all, and a
      * name held here already (or listed as expired or lost) would be part
      * of the set without being taken with it. */
+    int *idx = held_sorted(s);
     for (int j = 0; j < n; j++) {
-        if (find(s, res[j], lens[j]) < 0) continue;
+        if (!idx || held_lookup(s, idx, res[j], lens[j]) < 0) {
+            if (idx) continue;
+        }
         pthread_mutex_unlock(&s->mu);
         free(fences);
+        if (!idx) {
+            out->status = RL_NOMEM;
+            snprintf(out->msg, sizeof out->msg, "out of memory");
+            return RL_NOMEM;
+        }
+        free(idx);
         out->status = RL_MISUSE;
         snprintf(out->msg, sizeof out->msg,
                  "'%s' (name %d of the list) is already listed in redlock_locks of this connection; a set of names "
@@ -456,6 +496,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
                  rl_text_excerpt((char[72]){0}, 72, res[j], lens[j], 64), j + 1);
         return RL_MISUSE;
     }
+    free(idx);
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
     rl_status st = rl_many_acquire(s->client, n, res, lens, ttl_ms, wait_ms, token, fences, out);
@@ -516,8 +557,21 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
     }
     int m = 0, held_any = 0;
     pthread_mutex_lock(&s->mu);
+    /* Looked up in name order; entries to forget are only marked in the
+     * loop (each name is in the list once, so each entry is met once) and
+     * removed after it, so the indices stay valid. */
+    int *idx = held_sorted(s);
+    unsigned char *gone = calloc(s->nheld > 0 ? (size_t)s->nheld : 1, 1);
+    if (!idx || !gone) {
+        pthread_mutex_unlock(&s->mu);
+        free(idx);
+        free(gone);
+        out->status = st = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory");
+        goto out;
+    }
     for (int j = 0; j < n; j++) {
-        int i = find(s, res[j], lens[j]);
+        int i = held_lookup(s, idx, res[j], lens[j]);
         int lost = 0;
         if (!token) {
             /* As rl_session_release without a token, name by name. */
@@ -533,7 +587,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
             if (live <= 0) { /* only holds of a lock lost before: 0 */
                 h->count--;
                 h->lost_holds--;
-                if (h->count == 0) forget(s, i);
+                if (h->count == 0) gone[i] = 1;
                 continue;
             }
             memcpy(mine[m], h->token, RL_TOKEN_LEN + 1);
@@ -550,12 +604,12 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
                                   : "an inner hold released the lock taken anew after the outer hold's had expired");
                 }
             } else {
-                forget(s, i);
+                gone[i] = 1;
             }
         } else {
             if (i >= 0 && same_token(&s->held[i], token, toklen)) {
                 lost = left_ms(&s->held[i]) == 0;
-                forget(s, i);
+                gone[i] = 1;
             }
             toks[m] = token;
             toklens[m] = toklen;
@@ -564,7 +618,17 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         namelens[m] = lens[j];
         was_lost[m++] = (unsigned char)lost;
     }
+    /* Gone from this session before the network call, as for one lock: the
+     * keeper stops extending them now. */
+    int kept = 0;
+    for (int i = 0; i < s->nheld; i++) {
+        if (gone[i]) free(s->held[i].res);
+        else s->held[kept++] = s->held[i];
+    }
+    s->nheld = kept;
     pthread_mutex_unlock(&s->mu);
+    free(idx);
+    free(gone);
     if (!token && !held_any) {
         *none_held = 1;
         goto out;
