@@ -100,6 +100,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_many(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_handover_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));

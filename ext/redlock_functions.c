@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "redlock_guard.h"
+#include "redlock_txn.h"
 #include "rl_settings.h"
 
 SQLITE_EXTENSION_INIT3
@@ -47,14 +48,25 @@ static const char *arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *
     return s;
 }
 
+/* A REAL that holds a whole number within int64 range (some hosts, such as
+ * Node's better-sqlite3, bind every number as REAL): 1 with *out set. */
+static int whole_real(sqlite3_value *v, int64_t *out) {
+    double d = sqlite3_value_double(v);
+    if (sqlite3_value_type(v) != SQLITE_FLOAT || !(d >= -9.0e18 && d <= 9.0e18) || (double)(int64_t)d != d) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
 /* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
 static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
-    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < lo || sqlite3_value_int64(v) > hi) {
+    int64_t n = sqlite3_value_int64(v);
+    int whole = sqlite3_value_type(v) == SQLITE_INTEGER || whole_real(v, &n);
+    if (!whole || n < lo || n > hi) {
         redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
                              (long long)hi);
         return -1;
     }
-    *out = sqlite3_value_int64(v);
+    *out = n;
     return 0;
 }
 
@@ -133,6 +145,22 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     else result_failure(ctx, "lock", res, &o);
 }
 
+const char *redlock_arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    return arg_resource(ctx, v, len);
+}
+
+const char *redlock_arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    return arg_token(ctx, v, len);
+}
+
+void redlock_result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o) {
+    result_failure(ctx, what, res, o);
+}
+
+redlock_state *redlock_state_of(sqlite3_context *ctx) {
+    return state_of(ctx);
+}
+
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE, argc, argv)) acquire_common(ctx, argc, argv, 0);
 }
@@ -147,6 +175,7 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release")) return;
     int not_held;
     rl_outcome o;
     rl_status st = rl_session_release(state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
@@ -173,6 +202,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_all")) return;
     sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
 }
 
@@ -202,10 +232,11 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
     rl_setting_value old;
     char err[64];
-    if (strcmp(name, "unsafe_test_quorum") != 0 || sqlite3_value_type(v) != SQLITE_INTEGER ||
+    int64_t want = sqlite3_value_int64(v);
+    if (strcmp(name, "unsafe_test_quorum") != 0 || (sqlite3_value_type(v) != SQLITE_INTEGER && !whole_real(v, &want)) ||
         rl_setting_get(c, name, &old, err, sizeof err) != 0)
         return 0;
-    int64_t majority = rl_client_node_count(c) / 2 + 1, want = sqlite3_value_int64(v);
+    int64_t majority = rl_client_node_count(c) / 2 + 1;
     return (want > 0 ? want : majority) < (old.i > 0 ? old.i : majority);
 }
 
@@ -240,6 +271,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (argc > 1) {
         int t = sqlite3_value_type(argv[1]);
         if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);
+        else if (type == RL_SETTING_INT && whole_real(argv[1], &v.i)) {}
         else if (type == RL_SETTING_REAL && (t == SQLITE_INTEGER || t == SQLITE_FLOAT)) v.r = sqlite3_value_double(argv[1]);
         else if (type == RL_SETTING_TEXT && t == SQLITE_TEXT) v.text = (char *)sqlite3_value_text(argv[1]);
         else {

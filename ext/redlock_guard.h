@@ -29,6 +29,8 @@ typedef enum {
     REDLOCK_G_CONFIG,
     REDLOCK_G_ACQUIRE_MANY,
     REDLOCK_G_RELEASE_MANY,
+    REDLOCK_G_DETACH,
+    REDLOCK_G_ADOPT,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

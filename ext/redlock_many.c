@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "redlock_guard.h"
+#include "redlock_txn.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -252,6 +253,11 @@ static void fn_release_many(sqlite3_context *ctx, int argc, sqlite3_value **argv
     }
     names nm;
     if (read_names(ctx, argv[0], &nm) != 0) return;
+    /* As redlock_release: not before this connection's writes are committed. */
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_many")) {
+        names_free(&nm);
+        return;
+    }
     int released, none_held;
     rl_outcome o;
     rl_status st = rl_session_release_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,

@@ -1038,6 +1038,46 @@ class TlsCerts:
 _tls_certs = None
 
 
+# --------------------------------------------------------------------------
+# Node.js with better-sqlite3 (which bundles a recent SQLite of its own)
+# --------------------------------------------------------------------------
+
+NODE_DIR = os.path.join(HERE, "node")
+_node = []
+
+
+def node_setup():
+    """(node, None) when node and better-sqlite3 are there, else (None, why),
+    for a test to skip with. Installs better-sqlite3 with npm into
+    sql-tests/node/node_modules the first time (about a minute: it compiles);
+    call it at import, outside the per-test time limit."""
+    if _node:
+        return _node[0]
+    node, npm = shutil.which("node"), shutil.which("npm")
+    result = node, None
+    if not node or not npm:
+        result = None, "node or npm is not installed"
+    elif not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
+        try:
+            r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+            if r.returncode != 0:
+                result = None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
+        except subprocess.TimeoutExpired:
+            result = None, "npm install better-sqlite3 took more than 600 s"
+    _node.append(result)
+    return result
+
+
+def node_env(nodes):
+    """The environment for a node script: REDLOCK_NODES from nodes; under
+    the sanitizers, no leak check (node itself is not built for it)."""
+    env = _shell_env(nodes)
+    if env.get("ASAN_OPTIONS"):
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    return env
+
+
 def tls_certs():
     """One TlsCerts per process (per test module), removed at exit."""
     global _tls_certs

@@ -13,8 +13,10 @@ Run: /usr/bin/python3 sql-tests/run.py test_many
 # SPDX-License-Identifier: BSD-3-Clause
 
 import json
+import os
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 
@@ -288,6 +290,37 @@ def test_shell_json_group_array_3n():
     eq(out, ["32", "s:1,s:2,s:3|1", "1", "2", "NULL"], "shell output")
     for k in ("s:1", "s:2", "s:3"):
         no_key(c, k, "released in the shell")
+
+
+def test_release_many_before_commit_is_refused_3n():
+    """As redlock_release: releasing while this connection's writes are not
+    committed would let the next holder read the old data."""
+    c = h.shared_cluster(3)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "shop.db")
+        con = h.connect(env(c), database=path)
+        con.execute("CREATE TABLE results(x)")
+        tok = is_token(value(con, AM, js("t:a", "t:b"), 60000))
+        con.execute("BEGIN")
+        con.execute("INSERT INTO results VALUES (1)")
+        for args in ((RM, js("t:a", "t:b")), (RMT, js("t:a", "t:b"), tok)):
+            msg = h.redlock_error(con, *args, contains=("redlock_release_many() refused", "uncommitted writes",
+                                                         "COMMIT first", "release_in_write_txn"))
+            check(tok not in msg, "the token is not in the error")
+        eq(len(lock_rows(con)), 2, "both names still listed")
+        for k in ("t:a", "t:b"):
+            holds(c, k, tok, 60000, "%s stays on the nodes" % k, settle_cons=(con,))
+        con.execute("COMMIT")
+        eq(value(con, RM, js("t:a", "t:b")), 2, "released after COMMIT")
+        # the setting allows it, for locks that protect something else
+        is_token(value(con, AM, js("t:c", "t:d"), 60000))
+        con.execute("SELECT redlock_config('release_in_write_txn', 1)")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO results VALUES (2)")
+        eq(value(con, RM, js("t:c", "t:d")), 2, "released inside the transaction with release_in_write_txn 1")
+        con.execute("COMMIT")
+        no_key(c, "t:c", "released", settle_cons=(con,))
+        con.close()
 
 
 def test_directonly_and_guard():

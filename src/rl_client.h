@@ -31,6 +31,7 @@ enum {
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
     RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
     RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
+    RL_K_CHECK,       /* compare-and-read-PTTL script: is it still ours, for how long */
 };
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
@@ -76,6 +77,8 @@ typedef struct rl_settings {
     int64_t reconnect_min_ms; /* 100 */
     int64_t reconnect_max_ms; /* 5000 */
     int64_t auto_extend;      /* 0 */
+    int64_t release_in_write_txn; /* 0; not used by the engine: the host refuses a release
+                                     made before its own writes are committed unless 1 */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */

@@ -293,6 +293,49 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     return out->status;
 }
 
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                        int64_t *ttl_left_ms, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    *ttl_left_ms = 0;
+    if (check_token(token, toklen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&c->mu);
+    keys k;
+    rl_vote *votes = NULL;
+    if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+        const char *argv[] = {"EVAL", RL_SCRIPT_CHECK, "1", k.key, token};
+        size_t lens[] = {4, sizeof RL_SCRIPT_CHECK - 1, 1, k.keylen, toklen};
+        rl_round r = {.kind = RL_K_CHECK, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum,
+                      .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
+        rl_round_run(c, &r);
+        count_votes(out, &r);
+        if (r.yes >= out->quorum) {
+            /* Every yes node keeps the key at least its PTTL from the round's
+             * start; the least of them is how long a quorum surely has it. */
+            int64_t least = 0;
+            for (int i = 0; i < c->n; i++)
+                if (votes[i].state == RL_V_YES && (least == 0 || votes[i].value < least)) least = votes[i].value;
+            int64_t validity = validity_us(c, least, r.start_us, r.end_us);
+            if (least > c->max_ttl_ms) c->max_ttl_ms = least;
+            if (validity > 0) {
+                *ttl_left_ms = least;
+                out->validity_ms = validity / 1000;
+                out->valid_until_us = r.end_us + validity;
+                out->status = RL_OK;
+            } else {
+                finish(out, RL_REFUSED, "the lock has %lld ms left on the nodes, less than the time the check took "
+                                        "plus the drift allowance", (long long)least);
+            }
+        } else {
+            not_done(c, &r, out, "not held with this token");
+        }
+        keys_free(&k);
+        free(votes);
+    }
+    out->op = c->op;
+    pthread_mutex_unlock(&c->mu);
+    return out->status;
+}
+
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out) {
     memset(out, 0, sizeof *out);

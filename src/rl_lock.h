@@ -54,6 +54,15 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out);
 
+/* Asks every node whether the key still holds token and for how long, and
+ * changes nothing. RL_OK when it does on a quorum, with the validity that
+ * the least PTTL of the yes votes leaves (computed as for acquire: less the
+ * time the call took and the drift allowance for that PTTL) and that PTTL
+ * in *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
+ * left. */
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                        int64_t *ttl_left_ms, rl_outcome *out);
+
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
 

@@ -25,6 +25,13 @@
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
 
+/* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
+ * token, else 0. Reads only: the lock is neither lengthened nor shortened.
+ * A key without expiry answers -1 (never made by this extension). */
+#define RL_SCRIPT_CHECK \
+    "if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
+    "return redis.call('pttl',KEYS[1])"
+
 /* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
  * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
  * lock was set, nil when the key exists already. */

@@ -325,6 +325,109 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     return st;
 }
 
+rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
+                            int *not_held, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    *not_held = 0;
+    token[0] = '\0';
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&s->mu);
+    int i = find(s, res, reslen);
+    if (i < 0) {
+        pthread_mutex_unlock(&s->mu);
+        *not_held = 1;
+        out->status = RL_MISUSE;
+        return RL_MISUSE;
+    }
+    /* Every hold goes with it: from now on the lock is the token's, not this
+     * session's. Forgotten before anything else, so the keeper lets go of it
+     * at once (an extend already on its way only sets the TTL it had). */
+    char mine[RL_TOKEN_LEN + 1];
+    memcpy(mine, s->held[i].token, sizeof mine);
+    int64_t left = left_ms(&s->held[i]);
+    out->validity_ms = left;
+    out->valid_until_us = rl_held_until_us(&s->held[i]);
+    forget(s, i);
+    pthread_mutex_unlock(&s->mu);
+    if (left == 0) {
+        /* Handing on a token whose validity this session saw end would let a
+         * later step work on a lock someone else may hold: clean up instead. */
+        rl_lock_release(s->client, res, reslen, mine, RL_TOKEN_LEN, out);
+        memset(out, 0, sizeof *out);
+        out->status = RL_REFUSED;
+        snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was detached");
+        return RL_REFUSED;
+    }
+    memcpy(token, mine, sizeof mine);
+    out->status = RL_OK;
+    return RL_OK;
+}
+
+rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
+                           rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    if (toklen != RL_TOKEN_LEN) {
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "token must be the %d-character text redlock_detach or redlock_acquire "
+                                            "returned", RL_TOKEN_LEN);
+        return RL_MISUSE;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->editing_nodes) {
+        pthread_mutex_unlock(&s->mu);
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "no lock can be adopted in the statement that changes redlock_nodes; "
+                                            "adopt it in a statement of its own");
+        return RL_MISUSE;
+    }
+    int i = find(s, res, reslen);
+    if (i >= 0) {
+        rl_held *h = &s->held[i];
+        int same = same_token(h, token, toklen);
+        int64_t left = left_ms(h);
+        pthread_mutex_unlock(&s->mu);
+        if (!same) {
+            out->status = RL_MISUSE;
+            snprintf(out->msg, sizeof out->msg, "this connection already holds this resource with another token; "
+                                                "release it (or detach it) before adopting one");
+            return RL_MISUSE;
+        }
+        /* Already ours here: nothing to take over, no hold added. */
+        if (left == 0) {
+            out->status = RL_REFUSED;
+            snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost");
+            return RL_REFUSED;
+        }
+        out->status = RL_OK;
+        out->validity_ms = left;
+        return RL_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
+    int64_t ttl_left;
+    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, &ttl_left, out);
+    if (st != RL_OK) return st;
+    char tok[RL_TOKEN_LEN + 1];
+    memcpy(tok, token, RL_TOKEN_LEN);
+    tok[RL_TOKEN_LEN] = '\0';
+    /* Its TTL here is what the nodes had left: extensions (the keeper's
+     * too) never make it live longer than that until redlock_extend sets
+     * another. Its fencing number is not known: the counter on the nodes
+     * cannot tell this lock's number from another acquisition's. */
+    out->fence = 0;
+    pthread_mutex_lock(&s->mu);
+    int rc = remember(s, res, reslen, tok, ttl_left, out, auto_extend);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        /* Not ours to delete: it stays the token's, with its TTL. */
+        out->status = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory (or no thread for auto-extension); the lock was not adopted");
+        return RL_NOMEM;
+    }
+    return RL_OK;
+}
+
 int rl_session_release_all(rl_session *s) {
     int n = 0;
     for (;;) {

@@ -112,6 +112,25 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
  * along and is started again when needed. A no-op in the owning process. */
 void rl_session_check_fork(rl_session *s);
 
+/* Hands the lock this session holds on res over to its TTL: the session
+ * forgets it with all its holds (no release at the end, no auto-extension,
+ * not listed) and token receives its token (RL_OK). RL_MISUSE with
+ * *not_held set when it holds none; RL_REFUSED when the lock's validity had
+ * ended or it was lost (what is left of it is deleted, as by extend). */
+rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
+                            int *not_held, rl_outcome *out);
+
+/* Takes the lock on res with token into this session after checking on a
+ * quorum that the key holds it (rl_lock_check; nothing is changed on the
+ * nodes): RL_OK with its validity, then it is held as if acquired here
+ * (one hold, ttl_ms the PTTL read, no fencing number, auto-extension when
+ * that setting is on). RL_REFUSED when it is not ours any more. When the
+ * session holds res already: with that token, RL_OK with its validity (no
+ * call, no hold added; RL_REFUSED if expired or lost); with another token,
+ * RL_MISUSE. */
+rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
+                           rl_outcome *out);
+
 /* Releases every lock this session holds; returns how many locks it held. */
 int rl_session_release_all(rl_session *s);
 

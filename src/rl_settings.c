@@ -30,6 +30,7 @@ static const setting table[] = {
     {"reconnect_min_ms", RL_SETTING_INT, OFF(reconnect_min_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
+    {"release_in_write_txn", RL_SETTING_INT, OFF(release_in_write_txn), 0, 1, "0 (refused before COMMIT) or 1 (allowed)"},
     {"unsafe_test_quorum", RL_SETTING_INT, OFF(unsafe_test_quorum), 0, 1000, "0 (majority) or a node count; for tests only"},
     {"tls_verify", RL_SETTING_INT, OFF(tls_verify), 0, 1, "1 (check certificates) or 0 (insecure)"},
     {"tls_ca_file", RL_SETTING_TEXT, OFF(tls_ca_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for the system's CA store"},

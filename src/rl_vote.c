@@ -105,6 +105,20 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             return RL_V_NO;
         }
         return unexpected(r, why, whylen);
+    case RL_K_CHECK:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+            *value = r->integer; /* ms the key has left */
+            return RL_V_YES;
+        }
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+            snprintf(why, whylen, "not held with this token");
+            return RL_V_NO;
+        }
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
+            snprintf(why, whylen, "the key holds the token but has no expiry (not a lock this extension took)");
+            return RL_V_FAIL;
+        }
+        return unexpected(r, why, whylen);
     case RL_K_WRITEBACK:
         if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);

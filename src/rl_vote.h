@@ -21,7 +21,7 @@ enum {
 typedef struct rl_vote {
     int state;
     int timed_out;     /* FAIL because the node did not answer in time */
-    long long value;   /* the fence number of a fenced acquire */
+    long long value;   /* the fence number of a fenced acquire; the PTTL of a check */
     char why[256];     /* reason of a NO or FAIL */
 } rl_vote;
 
