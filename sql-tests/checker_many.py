@@ -67,7 +67,7 @@ class Worker:
         self.paths = {n: _paths(spec["dir"], n) for n in spec["pool"]}
         self.stores = {n: fence_store.Store(self.paths[n]["fence_db"]) for n in spec["pool"]}
         self.out = {"name": self.me, "acquisitions": 0, "sets": 0, "completed": {}, "overlaps": 0, "nulls": 0,
-                    "errors": 0, "error_samples": [], "release_short": 0, "paused": 0, "loss_seen": 0,
+                    "errors": 0, "error_samples": [], "release_short": 0, "paused": 0, "abandoned": 0, "late_writes": 0, "loss_seen": 0,
                     "loss_unseen": 0, "zero_validity": 0, "holds": []}
         os.environ["REDLOCK_NODES"] = spec["nodes"]
         con = sqlite3.connect(":memory:", isolation_level=None)
@@ -165,8 +165,15 @@ class Worker:
                 for n in names:
                     h = holds[n]
                     h["lease_end"] = max(h["lease_end"], end)
+                    # One name after another: each write only while the lease
+                    # still has room for it, as the one-name worker does once.
+                    if time.monotonic() + MIN_WRITE_LEFT_MS / 1000.0 > end:
+                        self.out["abandoned"] += 1
+                        continue
                     write_counter(self.paths[n]["counter"], h["v"] + 1, self.me)
                     self.out["completed"][n] = self.out["completed"].get(n, 0) + 1
+                    if time.monotonic() > end:
+                        self.out["late_writes"] += 1
             elif not v:
                 lost = True
         for n in names:
@@ -177,8 +184,8 @@ class Worker:
                 owner, _ = self.read_marker(n)
                 if owner == h["id"]:
                     os.unlink(self.paths[n]["marker"])
-                elif not lost:
-                    self.out["overlaps"] += 1
+                elif not lost and time.monotonic() < h["lease_end"]:
+                    self.out["overlaps"] += 1    # taken from us within our lease
         t_rel = time.monotonic()
         for n in names:
             h = holds[n]
@@ -236,7 +243,7 @@ class Result:
         def total(key):
             return sum(r.get(key, 0) for r in reports)
         for key in ("acquisitions", "sets", "overlaps", "nulls", "errors", "release_short", "paused",
-                    "loss_seen", "loss_unseen", "zero_validity"):
+                    "loss_seen", "loss_unseen", "zero_validity", "abandoned", "late_writes"):
             setattr(self, key, total(key))
         self.error_samples = [e for r in reports for e in r["error_samples"]][:6]
         holds = [h for r in reports for h in r["holds"]]
@@ -264,12 +271,12 @@ class Result:
         return ("checker_many %-20s workers=%d seconds=%.1f sets=%d acquisitions=%d violations=%d "
                 "(interval_overlaps=%d lost_updates=%d overlaps=%d fence_disorder=%d stale_accepted=%d "
                 "loss_unseen=%d) fences_checked=%d stale_rejected=%d paused=%d loss_seen=%d nulls=%d errors=%d "
-                "release_short=%d zero_validity=%d holds_per_name=%s"
+                "release_short=%d zero_validity=%d abandoned=%d late_writes=%d holds_per_name=%s"
                 % (label, self.workers, self.seconds, self.sets, self.acquisitions, self.violations,
                    self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
                    self.stale_accepted, self.loss_unseen, self.fences_checked, self.stale_rejected, self.paused,
                    self.loss_seen, self.nulls, self.errors, self.release_short, self.zero_validity,
-                   self.per_name))
+                   self.abandoned, self.late_writes, self.per_name))
 
 
 def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, faults=None, pool=POOL,

@@ -23,7 +23,6 @@ def _expect(fn, seconds, least):
 def test_checker_many_kills_and_pauses_5n():
     res = _expect(m.many_kills_and_pauses, 3.0, 20)
     check(res.fences_checked == res.acquisitions, "every name of every set has a fencing number")
-    check(res.nulls > 0, "the sets overlapped: some acquire_many found a name taken")
 
 
 def test_checker_many_negative_quorum_1_5n():

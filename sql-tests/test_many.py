@@ -21,6 +21,7 @@ import threading
 import time
 
 import harness as h
+from faultproxy import FaultProxy
 from harness import check, eq, holds, is_token, no_key, value
 from test_session import _run_directly, env, lock_rows, sh
 
@@ -200,6 +201,31 @@ def test_fence_lagging_counter_written_back_3n():
         eq((c[2].get("w:a:fence"), c[2].get("w:b:fence")), ("8", "4"),
            "node 3's counters written back before the call returned")
         check(0 < c[2].pttl("w:a:fence") <= 7 * 24 * 3600 * 1000, "the written-back counter keeps an expiry")
+
+
+def test_fence_late_node_written_back_3n():
+    """Node 3's counters lag and its replies are slowed through a proxy, so
+    its answer comes after the decision: it still ends up with the numbers
+    handed out (the write-back is queued behind its script)."""
+    with h.Cluster(3) as c:
+        for nd in c[:2]:
+            nd.cmd("SET", "v:a:fence", "7")
+            nd.cmd("SET", "v:b:fence", "3")
+        with FaultProxy("127.0.0.1", c[2].port) as slow:
+            urls = "%s,%s,%s" % (c[0].url, c[1].url, slow.url)
+            con = h.connect(env(urls))
+            con.execute("SELECT redlock_config('timeout_ms', 2000)")
+            value(con, "SELECT count(*) FROM redlock_nodes")
+            slow.delay_replies(150)
+            is_token(value(con, AM, js("v:a", "v:b"), 10000))
+            eq([(r["resource"], r["fence"], r["nodes"]) for r in lock_rows(con)], [("v:a", 8, 2), ("v:b", 4, 2)],
+               "numbers and yes votes of the quorum (nodes 1 and 2)")
+            h.wait_until(lambda: (c[2].get("v:a:fence"), c[2].get("v:b:fence")) == ("8", "4"), 3,
+                         what="node 3's counters raised after its late answer")
+            h.settle(con)
+            eq([r[0] for r in con.execute("SELECT last_error FROM redlock_nodes")], [None, None, None],
+               "no node has an error")
+            con.close()
 
 
 def test_reentrancy_and_tokens_3n():

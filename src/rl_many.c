@@ -217,6 +217,23 @@ static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token
     rl_round_cleanup(c, r, a, k->argv, k->lens);
 }
 
+/* The write-back command raising every counter of k to fences[] into
+ * k->argv (nk, ttl: room for two of its arguments). Returns argc. */
+static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, char *nk, size_t nklen, char *ttl,
+                         size_t ttllen) {
+    snprintf(ttl, ttllen, "%lld", (long long)fence_ttl);
+    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, nklen, k->n);
+    x = cmd_keys(k, x, 1);
+    k->argv[x] = ttl;
+    k->lens[x++] = strlen(ttl);
+    for (int j = 0; j < k->n; j++) {
+        snprintf(k->num[j], sizeof k->num[j], "%lld", fences[j]);
+        k->argv[x] = k->num[j];
+        k->lens[x++] = strlen(k->num[j]);
+    }
+    return x;
+}
+
 /* After a successful fenced round: each name's number is the highest of
  * the yes votes; nodes that lag on any name get one write-back script
  * raising all their counters. Returns how many nodes are known to store
@@ -247,16 +264,7 @@ static int writeback(rl_client *c, const rl_round *r, mkeys *k, const acq_seen *
     }
     if (lagging) {
         char nk[16], ttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)fence_ttl);
-        int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, sizeof nk, n);
-        x = cmd_keys(k, x, 1);
-        k->argv[x] = ttl;
-        k->lens[x++] = strlen(ttl);
-        for (int j = 0; j < n; j++) {
-            snprintf(k->num[j], sizeof k->num[j], "%lld", fences[j]);
-            k->argv[x] = k->num[j];
-            k->lens[x++] = strlen(k->num[j]);
-        }
+        int x = writeback_cmd(k, fences, fence_ttl, nk, sizeof nk, ttl, sizeof ttl);
         rl_round wb = {.kind = RL_K_WRITEBACK, .argc = x, .argv = k->argv, .lens = k->lens, .only = only,
                        .wait_all = 1, .quorum = lagging, .votes = votes};
         rl_round_run(c, &wb);
@@ -358,6 +366,19 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
+            if (fenced) {
+                /* Nodes that answer after the decision ran the script too
+                 * and may lag: the same write-back goes to every node that
+                 * may have run it, queued behind it, without waiting (it
+                 * only ever raises a counter). So counters of nodes that
+                 * were restarted empty catch up, as they do for one lock
+                 * (rl_fence_late_yes), and a later quorum that meets the
+                 * storing one only in such a node still draws larger
+                 * numbers. */
+                char wnk[16], fttl2[32];
+                int x2 = writeback_cmd(&k, fences, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2);
+                rl_round_cleanup(c, &r, x2, k.argv, k.lens);
+            }
             count_votes(out, &r);
             out->validity_ms = validity / 1000;
             out->valid_until_us = end_us + validity;
