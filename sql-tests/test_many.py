@@ -349,6 +349,35 @@ def test_release_many_before_commit_is_refused_3n():
         con.close()
 
 
+def test_interrupt_ends_wait_3n():
+    """sqlite3_interrupt() ends a waiting acquire_many; nothing of the set is
+    left, and the wait had subscribed to the release of the taken name."""
+    c = h.shared_cluster(3)
+    holder = h.connect(env(c))
+    htok = is_token(value(holder, "SELECT redlock_acquire('i:b', 60000)"))
+    h.settle(holder)
+    con = h.connect(env(c))
+    result = {}
+
+    def run():
+        try:
+            result["rows"] = con.execute(AMW, (js("i:a", "i:b", "i:c"), 10000, 20000)).fetchall()
+        except sqlite3.Error as e:
+            result["error"] = str(e)
+    t = threading.Thread(target=run)
+    t.start()
+    h.wait_until(lambda: all(n.cmd("PUBSUB", "NUMSUB", "i:b:released")[1] >= 1 for n in c), 5,
+                 what="the waiter subscribed to the release of i:b on every node")
+    t0 = time.monotonic()
+    con.interrupt()
+    t.join(10)
+    check(not t.is_alive() and time.monotonic() - t0 < 5, "the wait ended after the interrupt")
+    check(result.get("error", "").startswith("redlock: interrupted"), "the error says interrupted: %r" % result)
+    for k in ("i:a", "i:c"):
+        no_key(c, k, "nothing of the set left", settle_cons=(con,))
+    holds(c, "i:b", htok, 60000, "the holder's key untouched")
+
+
 def test_directonly_and_guard():
     c = h.shared_cluster(1)
     con = h.connect(env(c))
