@@ -367,17 +367,16 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
             if (fenced) {
-                /* Nodes that answer after the decision ran the script too
-                 * and may lag: the same write-back goes to every node that
-                 * may have run it, queued behind it, without waiting (it
-                 * only ever raises a counter). So counters of nodes that
-                 * were restarted empty catch up, as they do for one lock
-                 * (rl_fence_late_yes), and a later quorum that meets the
-                 * storing one only in such a node still draws larger
-                 * numbers. */
+                /* Nodes that answer after the decision run the script too
+                 * and may lag: the same write-back is queued behind it on
+                 * each, without waiting (it only ever raises a counter). So
+                 * counters of nodes that were restarted empty catch up, as
+                 * they do for one lock (rl_fence_late_yes), and a later
+                 * quorum that meets the storing one only in such a node
+                 * still draws larger numbers. */
                 char wnk[16], fttl2[32];
                 int x2 = writeback_cmd(&k, fences, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2);
-                rl_round_cleanup(c, &r, x2, k.argv, k.lens);
+                rl_round_send_late(c, &r, x2, k.argv, k.lens);
             }
             count_votes(out, &r);
             out->validity_ms = validity / 1000;

@@ -318,6 +318,20 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
     }
 }
 
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_vote *v = &r->votes[i];
+        rl_node *node = c->nodes[i];
+        rl_conn *conn = NULL;
+        if (v->state == RL_V_PENDING) conn = node->conn;
+        else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
+        if (!conn || conn->broken) continue;
+        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_node_timeout_us(c, node);
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        rl_conn_send(conn, &tag, argc, argv, lens);
+    }
+}
+
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen) {
     size_t used = strlen(buf);
     int first = 1;

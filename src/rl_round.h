@@ -53,6 +53,11 @@ void rl_round_run(rl_client *c, rl_round *r);
  * without waiting for any reply. */
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
 
+/* Sends a command, without waiting for any reply, to every node whose
+ * answer to round r had not come when it was decided: still pending, or
+ * timed out (queued on its stalled connection). */
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
+
 /* Polls every connection for up to wait_us (0: just what is ready), reading
  * late replies and noticing stalled or broken nodes. Caller holds c->mu. */
 void rl_client_service(rl_client *c, int64_t wait_us);

@@ -101,11 +101,15 @@
 
 /* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
  * ARGV[2..n+1] the quorum's highest number of each. Raises every lagging
- * counter, as RL_SCRIPT_FENCE_WRITEBACK does for one. */
+ * counter (with its expiry) and leaves the others alone: it runs only on a
+ * node whose acquire script has just set every counter's expiry, and most
+ * of the time, on a node that answered late, nothing lags. */
 #define RL_SCRIPT_FENCE_WRITEBACK_MANY \
     "local t = tonumber(ARGV[1]) " \
-    "for i = 1, #KEYS do local c = tonumber(redis.call('get',KEYS[i]) or '0') " \
-    "if c < tonumber(ARGV[i+1]) then redis.call('set',KEYS[i],ARGV[i+1]) end " \
-    "if t > 0 then redis.call('pexpire',KEYS[i],ARGV[1]) else redis.call('persist',KEYS[i]) end end return 1"
+    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
+    "for j = 1, #v do local i = a + j - 1 " \
+    "if (tonumber(v[j] or '0') or 0) < tonumber(ARGV[i + 1]) then " \
+    "if t > 0 then redis.call('set', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) " \
+    "else redis.call('set', KEYS[i], ARGV[i + 1]) end end end end return 1"
 
 #endif
