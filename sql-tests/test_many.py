@@ -23,7 +23,7 @@ import time
 import harness as h
 from faultproxy import FaultProxy
 from harness import check, eq, holds, is_token, no_key, value
-from test_session import _run_directly, env, lock_rows, sh
+from harness import lock_rows, run_directly, sh, timeout_env as env
 
 AM = "SELECT redlock_acquire_many(?, ?)"
 AMW = "SELECT redlock_acquire_many(?, ?, ?)"
@@ -397,4 +397,4 @@ def test_directonly_and_guard():
 
 
 if __name__ == "__main__":
-    sys.exit(_run_directly(globals()))
+    sys.exit(run_directly(globals()))
