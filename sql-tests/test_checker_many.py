@@ -21,9 +21,9 @@ def _expect(fn, seconds, least):
 
 
 def test_checker_many_kills_and_pauses_5n():
-    res = _expect(m.many_kills_and_pauses, 3.0, 20)
+    res = _expect(m.many_kills_and_pauses, 2.5, 20)
     check(res.fences_checked == res.acquisitions, "every name of every set has a fencing number")
 
 
 def test_checker_many_negative_quorum_1_5n():
-    _expect(m.many_negative_quorum_1, 2.0, 0)
+    _expect(m.many_negative_quorum_1, 1.5, 0)
