@@ -154,8 +154,11 @@ static void extend_batch(rl_session *s, batch *b) {
         h->batch_slot = 0;
         const rl_extend_item *it = &b->items[slot - 1];
         /* A lock released meanwhile is gone from the list; one taken anew on
-         * the name has another token and no slot. */
-        if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0) continue;
+         * the name has another token and no slot. (Names taken together
+         * share a token: the name is compared too.) */
+        if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0 || h->reslen != it->reslen ||
+            memcmp(h->res, it->res, it->reslen) != 0)
+            continue;
         apply(h, it, op, call);
     }
     free(b->items);
