@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_nodecheck.h"
 #include "rl_round.h"
 #include "rl_text.h"
 
@@ -333,6 +334,8 @@ static const char *state_name(const rl_client *c, const rl_node *node, int64_t n
     if (node->health == RL_HEALTH_DOWN) return "down";
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
+    const char *unfit = rl_nodecheck_state(c, node);
+    if (unfit) return unfit;
     if (node->conn && node->info_known && rl_node_guard_left_us(c, node, now) > 0) return "restarting";
     if (node->health == RL_HEALTH_IDLE) return "idle";
     return "up";

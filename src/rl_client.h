@@ -29,6 +29,8 @@ enum {
     RL_K_EXTEND,      /* compare-and-pexpire script */
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
+    RL_K_NODECHECK,   /* connection set-up: INFO memory / INFO cluster (rl_nodecheck.h) */
+    RL_K_PING,        /* PING (redlock_ping) */
 };
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
@@ -55,6 +57,11 @@ typedef struct rl_node {
     int role_known;         /* ROLE read on the current connection */
     int64_t uptime_ms;      /* the server's uptime as INFO said it, or -1 */
     int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
+    int checks_known;       /* RL_CHECK_* bits read on the current connection */
+    int check_reported;     /* the node was reported refused on this connection */
+    int64_t maxmemory;      /* INFO memory: 0 when unlimited */
+    char maxmemory_policy[32];
+    int in_cluster;         /* INFO cluster: cluster_enabled:1 */
     char last_error[256];
     uint64_t cfg;           /* which configuration (rl_client.cfg_count when
                                added or last updated) */
@@ -76,6 +83,8 @@ typedef struct rl_settings {
     int64_t auto_extend;      /* 0 */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
+    int64_t allow_evicting_nodes; /* 0: an evicting node's votes do not count */
+    int64_t allow_cluster_nodes;  /* 0: a cluster node's votes do not count */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
 
@@ -106,6 +115,8 @@ typedef struct rl_client {
      * caller's thread, c->mu not held); nonzero ends the wait. NULL: never. */
     int (*cancel)(void *ctx);
     void *cancel_ctx;
+    void (*on_event)(void *ctx, int kind, const char *msg); /* rl_events.h */
+    void *event_ctx;
     unsigned tls_gen;    /* counts writes of tls_* settings: contexts built
                             before the last one are rebuilt */
 } rl_client;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_events.h"
+#include "rl_nodecheck.h"
 #include "rl_random.h"
 #include "rl_text.h"
 
@@ -55,6 +57,9 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *role[1] = {"ROLE"};
     rc |= send_setup(conn, op, RL_K_INFO, deadline_us, 2, info);
     rc |= send_setup(conn, op, RL_K_ROLE, deadline_us, 1, role);
+    const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
+    rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
+    rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
     if (rc != 0) {
         rl_node_mark_down(c, node, conn->err[0] ? conn->err : "out of memory", 0);
         rl_conn_close(conn);
@@ -65,6 +70,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
     node->info_known = node->role_known = 0;
+    node->checks_known = node->check_reported = 0;
     return 0;
 }
 
@@ -210,6 +216,9 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     case RL_K_INFO:
         if (!is_err) on_info(c, node, r);
         break;
+    case RL_K_NODECHECK:
+        if (!is_err) rl_nodecheck_on_info(c, node, r);
+        break;
     case RL_K_ROLE:
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
             node->role_known = 1;
@@ -239,7 +248,7 @@ int64_t rl_node_guard_left_us(const rl_client *c, const rl_node *node, int64_t n
 }
 
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
-    if (!node->info_known || !node->role_known) {
+    if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
         return 1;
@@ -252,6 +261,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
+    if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
     int64_t left = guard_applies ? rl_node_guard_left_us(c, node, rl_now_us()) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");

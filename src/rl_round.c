@@ -11,8 +11,9 @@
 
 #include "rl_clock.h"
 #include "rl_fence.h"
+#include "rl_nodecheck.h"
 
-static int is_setup(int kind) { return kind >= RL_K_AUTH && kind <= RL_K_ROLE; }
+static int is_setup(int kind) { return (kind >= RL_K_AUTH && kind <= RL_K_ROLE) || kind == RL_K_NODECHECK; }
 
 /* How many commands a stalled connection may owe before it takes no more
  * cleanups. The cleanups that matter (for SETs queued on it before it
@@ -57,6 +58,12 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
     return 0;
 }
 
+/* Whether last_error holds a standing reason (duplicate, replica, a node
+ * check) that a good answer must not wipe. */
+static int keeps_reason(const rl_client *c, const rl_node *node) {
+    return node->duplicate_of || node->is_replica || rl_nodecheck_state(c, node);
+}
+
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(node);
@@ -75,7 +82,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
         if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-        else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
+        else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
     }
@@ -89,6 +96,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
         rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
+    /* A node that cannot keep locks (evicting, cluster): no answer of its
+     * counts, and the reason given is the check, not what it said. */
+    if (r->kind != RL_K_PING && rl_nodecheck_blocked(c, node, why, sizeof why)) state = RL_V_FAIL, blocked = 1;
     if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A connection whose AUTH or SELECT failed is not the user
@@ -98,7 +108,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-    else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
+    else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
     set_vote(r, v, state, why);
     r->blocked += blocked;
 }
