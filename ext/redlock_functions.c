@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "redlock_guard.h"
+#include "rl_ping.h"
 #include "rl_settings.h"
 
 SQLITE_EXTENSION_INIT3
@@ -266,6 +267,13 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else sqlite3_result_text(ctx, v.text, -1, free);
 }
 
+static void fn_ping(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_PING, argc, argv)) return;
+    int n = rl_client_ping(state_of(ctx)->session->client);
+    if (n < 0) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_int(ctx, n);
+}
+
 static void fn_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     (void)argv;
@@ -286,6 +294,7 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_release_all", 0, fn_release_all},
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
+        {"redlock_ping", 0, fn_ping},
     };
     /* Side effects on the network: never deterministic (SQLite could
      * factor a call out), never from a view or trigger (DIRECTONLY); a

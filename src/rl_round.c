@@ -90,6 +90,11 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     char why[sizeof v->why];
     rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
+    if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it */
+        if (state == RL_V_FAIL && !node->auth_failed) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        set_vote(r, v, state, why);
+        return;
+    }
     /* A duplicate's or replica's answer is about another server's data: neither its
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
@@ -98,7 +103,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         state = RL_V_FAIL, blocked = 1;
     /* A node that cannot keep locks (evicting, cluster): no answer of its
      * counts, and the reason given is the check, not what it said. */
-    if (r->kind != RL_K_PING && rl_nodecheck_blocked(c, node, why, sizeof why)) state = RL_V_FAIL, blocked = 1;
+    if (rl_nodecheck_blocked(c, node, why, sizeof why)) state = RL_V_FAIL, blocked = 1;
     if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A connection whose AUTH or SELECT failed is not the user

@@ -66,6 +66,9 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             return RL_V_NO;
         }
         return unexpected(r, why, whylen);
+    case RL_K_PING:
+        if (r->type == REDIS_REPLY_STATUS && r->len == 4 && memcmp(r->str, "PONG", 4) == 0) return RL_V_YES;
+        return unexpected(r, why, whylen);
     case RL_K_WRITEBACK:
         if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
