@@ -101,6 +101,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_stats_tables(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));
     if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* a host name from REDLOCK_NODES */
     redlock_state_unref(st);

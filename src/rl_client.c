@@ -360,6 +360,19 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
     return rc;
 }
 
+int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, char *last_error, size_t errlen) {
+    int rc = -1;
+    pthread_mutex_lock(&c->mu);
+    if (i >= 0 && i < c->n) {
+        *id = c->nodes[i]->id;
+        *out = c->nodes[i]->stats;
+        rl_text_clean(last_error, errlen, c->nodes[i]->last_error, strlen(c->nodes[i]->last_error));
+        rc = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int rl_client_node_count(rl_client *c) {
     pthread_mutex_lock(&c->mu);
     int n = c->n;

@@ -14,6 +14,7 @@
 
 #include "rl_conn.h"
 #include "rl_endpoint.h"
+#include "rl_stats.h"
 #include "rl_text.h"
 #include "rl_tls.h"
 
@@ -66,6 +67,7 @@ typedef struct rl_node {
     uint64_t cfg;           /* which configuration (rl_client.cfg_count when
                                added or last updated) */
     rl_tls_peer tls;        /* TLS nodes: context and session (rl_tls.h) */
+    rl_node_stats stats;    /* what this connection did with the node (rl_stats.h) */
 } rl_node;
 
 typedef struct rl_settings {
@@ -185,6 +187,10 @@ typedef struct rl_node_view {
  * -1 when i is out of range or on OOM. Takes c->mu. */
 int rl_client_node_view(rl_client *c, int i, rl_node_view *out);
 
+/* Copies node index i's id, statistics and last_error. Returns 0, or -1
+ * when i is out of range. Takes c->mu. */
+int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, char *last_error, size_t errlen);
+
 /* Number of nodes (takes c->mu). */
 int rl_client_node_count(rl_client *c);
 
@@ -221,7 +227,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
 void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
 
 /* Marks node up after a timely reply. */
-void rl_node_mark_up(rl_node *node);
+void rl_node_mark_up(rl_client *c, rl_node *node);
 
 /* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);

@@ -97,11 +97,25 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     node->backoff_ms = b;
     /* Up to a quarter less, so many clients do not reconnect in step. */
     node->retry_at_us = now + rl_random_between(b * 750, b * 1000);
+    int was_down = node->health == RL_HEALTH_DOWN;
     node->health = RL_HEALTH_DOWN;
     snprintf(node->last_error, sizeof node->last_error, "%s", why);
+    if (!was_down) {
+        node->stats.down++;
+        char name[320], msg[640];
+        rl_node_name(node, name, sizeof name);
+        snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);
+        rl_event(c, RL_EVENT_NODE_DOWN, msg);
+    }
 }
 
-void rl_node_mark_up(rl_node *node) {
+void rl_node_mark_up(rl_client *c, rl_node *node) {
+    if (node->health == RL_HEALTH_DOWN) {
+        char name[320], msg[400];
+        rl_node_name(node, name, sizeof name);
+        snprintf(msg, sizeof msg, "redlock: %s is back up", name);
+        rl_event(c, RL_EVENT_NODE_UP, msg);
+    }
     if (node->health != RL_HEALTH_UP) node->last_error[0] = '\0';
     node->health = RL_HEALTH_UP;
     node->backoff_ms = 0;

@@ -52,6 +52,7 @@ void rl_session_free(rl_session *s) {
     rl_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
     rl_client_free(s->client);
+    rl_lockstats_clear(&s->stats);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
@@ -83,8 +84,29 @@ static int same_token(const rl_held *h, const char *token, size_t toklen) {
     return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
 }
 
+/* The longest hold of h's name, counted as h leaves. Caller holds s->mu. */
+static void count_hold(rl_session *s, const rl_held *h) {
+    rl_lockstat *st = rl_lockstats_get(&s->stats, h->res, h->reslen);
+    int64_t ms = (rl_now_us() - h->acquired_us) / 1000;
+    if (st && ms > st->hold_max_ms) st->hold_max_ms = ms;
+}
+
+void rl_session_count_lost(rl_session *s, const rl_held *h) {
+    rl_lockstat *st = rl_lockstats_get(&s->stats, h->res, h->reslen);
+    if (st) st->lost++;
+}
+
+int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked) {
+    pthread_mutex_lock(&s->mu);
+    int n = rl_lockstats_copy(&s->stats, out);
+    *untracked = s->stats.untracked;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 /* Caller holds s->mu. */
 static void forget(rl_session *s, int i) {
+    count_hold(s, &s->held[i]);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
 }
@@ -114,6 +136,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->count = 1;
     h->op = o->op;
     h->yes_nodes = o->yes;
+    h->acquired_us = rl_now_us();
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
@@ -126,8 +149,8 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     return 0;
 }
 
-rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
-                             char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+static rl_status acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                         char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
@@ -181,6 +204,24 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
             return RL_NOMEM;
         }
     }
+    return st;
+}
+
+rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                             char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    int64_t start = rl_now_us();
+    rl_status st = acquire(s, res, reslen, ttl_ms, wait_ms, token, out);
+    if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
+    int64_t waited = (rl_now_us() - start) / 1000;
+    pthread_mutex_lock(&s->mu);
+    rl_lockstat *ls = rl_lockstats_get(&s->stats, res, reslen);
+    if (ls) {
+        if (st == RL_OK) ls->acquisitions++;
+        else ls->refusals++;
+        ls->wait_total_ms += waited;
+        if (waited > ls->wait_max_ms) ls->wait_max_ms = waited;
+    }
+    pthread_mutex_unlock(&s->mu);
     return st;
 }
 
@@ -250,6 +291,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
         /* Gone from this session before the network call: the keeper stops extending it now.
          * Expired counts as lost: it was not safely ours to the end. */
         was_lost = left_ms(&s->held[i]) == 0;
+        if (was_lost && !s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
     }
     pthread_mutex_unlock(&s->mu);
@@ -286,6 +328,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (ours && left_ms(&s->held[i]) == 0) {
         /* Our validity has ended: someone else may hold it by now. Never bring it back;
          * delete what may be left of it. */
+        if (!s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
         pthread_mutex_unlock(&s->mu);
         rl_lock_release(s->client, res, reslen, token, toklen, out);
@@ -334,6 +377,7 @@ int rl_session_release_all(rl_session *s) {
             return n;
         }
         rl_held h = s->held[s->nheld - 1];
+        count_hold(s, &h);
         s->nheld--;
         pthread_mutex_unlock(&s->mu);
         rl_outcome o;
