@@ -3,6 +3,7 @@
  * registers the SQL functions and tables.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
+#include "redlock_log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         return SQLITE_NOMEM;
     }
     rl_client_set_cancel(st->session->client, interrupted, db);
+    redlock_log_install(st->session->client);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);

@@ -3,7 +3,8 @@
  * acquisition that failed for lack of a quorum, a node refused by the
  * checks of rl_nodecheck. The owner installs one callback per client; it
  * may be called on the caller's thread or on the keeper thread, with c->mu
- * held (it must not call back into the engine). No callback: nothing.
+ * or the session's mutex held, so it must not call back into the engine.
+ * No callback: nothing.
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_EVENTS_H
 #define RL_EVENTS_H

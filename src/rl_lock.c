@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_events.h"
 #include "rl_fence.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
@@ -140,6 +141,14 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     return RL_NO_QUORUM;
 }
 
+/* Tells the owner (rl_events.h) that an acquisition failed for lack of a quorum. */
+static void report_no_quorum(const rl_client *c, const char *res, size_t reslen, const rl_outcome *out) {
+    char name[72], msg[sizeof out->msg + 128];
+    snprintf(msg, sizeof msg, "redlock: could not lock '%s': %s", rl_text_excerpt(name, sizeof name, res, reslen, 64),
+             out->msg);
+    rl_event(c, RL_EVENT_NO_QUORUM, msg);
+}
+
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -253,6 +262,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
+    if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     keys_free(&k);

@@ -71,9 +71,14 @@ void rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     if (node->checks_known == RL_CHECK_ALL && !node->check_reported && rl_nodecheck_blocked(c, node, why, sizeof why)) {
         node->check_reported = 1;
         snprintf(node->last_error, sizeof node->last_error, "%.255s", why);
-        char name[320], msg[700];
+        /* short: log lines are cut at about 200 bytes */
+        char name[320], msg[600];
         rl_node_name(node, name, sizeof name);
-        snprintf(msg, sizeof msg, "redlock: %s refused: %s", name, why);
+        if (rl_nodecheck_state(c, node)[0] == 'c')
+            snprintf(msg, sizeof msg, "redlock: %s refused: cluster_enabled:1 (allow_cluster_nodes is 0)", name);
+        else
+            snprintf(msg, sizeof msg, "redlock: %s refused: evicts keys (maxmemory-policy %s; allow_evicting_nodes is 0)",
+                     name, node->maxmemory_policy);
         rl_event(c, RL_EVENT_NODE_REFUSED, msg);
     }
 }
