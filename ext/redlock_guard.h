@@ -28,6 +28,7 @@ typedef enum {
     REDLOCK_G_EXTEND,
     REDLOCK_G_CONFIG,
     REDLOCK_G_PING,
+    REDLOCK_G_HOLDER,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_client.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -15,8 +16,9 @@
 
 /* The text settings, each owned by the client and "" by default. */
 static char **text_settings(rl_settings *s, int i) {
-    char **t[5] = {&s->key_prefix, &s->tls_ca_file, &s->tls_ca_dir, &s->tls_cert_file, &s->tls_key_file};
-    return i < 5 ? t[i] : NULL;
+    char **t[6] = {&s->key_prefix, &s->tls_ca_file, &s->tls_ca_dir, &s->tls_cert_file, &s->tls_key_file,
+                   &s->client_name};
+    return i < 6 ? t[i] : NULL;
 }
 
 static void free_text_settings(rl_settings *s) {
@@ -33,6 +35,17 @@ rl_client *rl_client_new(void) {
         free(c);
         return NULL;
     }
+    /* The program's name (as ps shows it) names the holder by default. */
+    char *app = strdup(program_invocation_short_name ? program_invocation_short_name : "");
+    if (!app) {
+        pthread_mutex_destroy(&c->mu);
+        free_text_settings(&c->set);
+        free(c);
+        return NULL;
+    }
+    free(c->set.client_name);
+    c->set.client_name = app;
+    c->set.holder_info = 1;
     c->set.tls_verify = 1;
     c->set.timeout_ms = 50;
     c->set.retry_delay_ms = 200;

@@ -32,6 +32,7 @@ enum {
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
     RL_K_NODECHECK,   /* connection set-up: INFO memory / INFO cluster (rl_nodecheck.h) */
     RL_K_PING,        /* PING (redlock_ping) */
+    RL_K_HOLDER,      /* read lock and holder details (rl_holder.h) */
 };
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
@@ -87,6 +88,8 @@ typedef struct rl_settings {
     int64_t tls_verify;       /* 1: check server certificates and host names */
     int64_t allow_evicting_nodes; /* 0: an evicting node's votes do not count */
     int64_t allow_cluster_nodes;  /* 0: a cluster node's votes do not count */
+    int64_t holder_info;      /* 1: acquisitions write holder details (rl_holder.h) */
+    char *client_name;        /* owned: the app name in holder details */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
 

@@ -10,19 +10,22 @@
 #include "rl_clock.h"
 #include "rl_events.h"
 #include "rl_fence.h"
+#include "rl_holder.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
 
 #define FENCE_SUFFIX ":fence"
+#define HOLDER_SUFFIX ":holder"
 
 /* The key (prefix + resource) and the fence counter key; free with keys_free. */
 typedef struct keys {
-    char *key, *fkey, *chan;
-    size_t keylen, fkeylen, chanlen;
+    char *key, *fkey, *chan, *hkey;
+    size_t keylen, fkeylen, chanlen, hkeylen;
 } keys;
 
 static void keys_free(keys *k) {
+    free(k->hkey);
     free(k->key);
     free(k->fkey);
     free(k->chan);
@@ -37,10 +40,15 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->key = malloc(k->keylen + 1);
     k->fkey = malloc(k->fkeylen + 1);
     k->chan = malloc(k->chanlen + 1);
-    if (!k->key || !k->fkey || !k->chan) {
+    k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
+    k->hkey = malloc(k->hkeylen + 1);
+    if (!k->key || !k->fkey || !k->chan || !k->hkey) {
         keys_free(k);
         return -1;
     }
+    memcpy(k->hkey, c->set.key_prefix, pl);
+    memcpy(k->hkey + pl, res, reslen);
+    memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
@@ -53,13 +61,13 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
 /* The compare-and-delete command for key k and token into argv/lens: with
  * the release channel for a release waiters must hear of, without it for a
  * cleanup. Returns argc. */
-static int release_cmd(const keys *k, const char *token, size_t toklen, int tell_waiters, const char *argv[6],
-                       size_t lens[6]) {
-    const char *a[6] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, k->chan};
-    size_t l[6] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, k->chanlen};
+static int release_cmd(const keys *k, const char *token, size_t toklen, int tell_waiters, const char *argv[7],
+                       size_t lens[7]) {
+    const char *a[7] = {"EVAL", RL_SCRIPT_RELEASE, "2", k->key, k->hkey, token, k->chan};
+    size_t l[7] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, k->hkeylen, toklen, k->chanlen};
     memcpy(argv, a, sizeof a);
     memcpy(lens, l, sizeof l);
-    return tell_waiters ? 6 : 5;
+    return tell_waiters ? 7 : 6;
 }
 
 static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -192,6 +200,23 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .secret = token,
                       .secretlen = RL_TOKEN_LEN,
                       .votes = votes};
+        char details[RL_HOLDER_DETAILS_MAX];
+        const char *h_argv[10];
+        size_t h_lens[10];
+        if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
+            size_t dlen = rl_holder_details(c, details, sizeof details);
+            const char *a[10] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "2", k.key, k.hkey,
+                                 fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
+                                 details, fttl};
+            size_t l[10] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen, k.hkeylen,
+                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : strlen(ttl),
+                            fenced ? strlen(ttl) : dlen, dlen, strlen(fttl)};
+            memcpy(h_argv, a, sizeof a);
+            memcpy(h_lens, l, sizeof l);
+            r.argc = fenced ? 10 : 8;
+            r.argv = h_argv;
+            r.lens = h_lens;
+        }
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
         int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
@@ -216,8 +241,8 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             break;
         }
         /* Failed attempt: give back whatever we got, on every node that may hold it. */
-        const char *rel_argv[6];
-        size_t rel_lens[6];
+        const char *rel_argv[7];
+        size_t rel_lens[7];
         rl_round_cleanup(c, &r, release_cmd(&k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
         if (fence_short) {
             count_votes(out, &r);
@@ -284,8 +309,8 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     keys k;
     rl_vote *votes = NULL;
     if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
-        const char *argv[6];
-        size_t lens[6];
+        const char *argv[7];
+        size_t lens[7];
         rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(&k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens, .quorum = out->quorum,
                       .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
@@ -317,11 +342,11 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         int fenced = c->set.fencing != 0;
-        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key, fenced ? k.fkey : token,
+        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "3" : "2", k.key, k.hkey, fenced ? k.fkey : token,
                               fenced ? token : ttl, ttl};
-        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
+        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, k.hkeylen, fenced ? k.fkeylen : toklen,
                          fenced ? toklen : strlen(ttl), strlen(ttl)};
-        rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+        rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 8 : 7, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
         int64_t validity = validity_us(c, ttl_ms, r.start_us, r.end_us);
@@ -338,8 +363,8 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
                 not_done(c, &r, out, "lock lost");
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             if (out->status == RL_REFUSED) {
-                const char *rel_argv[6];
-                size_t rel_lens[6];
+                const char *rel_argv[7];
+                size_t rel_lens[7];
                 rl_round_cleanup(c, &r, release_cmd(&k, token, toklen, 0, rel_argv, rel_lens), rel_argv, rel_lens);
             }
         }
