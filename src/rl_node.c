@@ -101,7 +101,7 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     node->health = RL_HEALTH_DOWN;
     snprintf(node->last_error, sizeof node->last_error, "%s", why);
     if (!was_down) {
-        node->stats.down++;
+        RL_COUNT(node->stats.down);
         char name[320], msg[640];
         rl_node_name(node, name, sizeof name);
         snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);

@@ -38,7 +38,7 @@ static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
 /* Every vote still pending on node i fails with why (the node went down). */
 static void fail_pending(rl_client *c, rl_round *r, int i, const char *why, int timed_out) {
     if (!r || r->votes[i].state != RL_V_PENDING) return;
-    if (!timed_out && r->kind != RL_K_PING) c->nodes[i]->stats.errors++;
+    if (!timed_out && r->kind != RL_K_PING) RL_COUNT(c->nodes[i]->stats.errors);
     r->votes[i].timed_out = timed_out;
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
@@ -84,9 +84,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         sec.withhold = tag->kind != RL_K_WRITEBACK;
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
         if (tag->kind != RL_K_CLEANUP && tag->kind != RL_K_PING) { /* a vote that came after the decision */
-            if (state == RL_V_YES) node->stats.yes++;
-            else if (state == RL_V_NO) node->stats.no++;
-            else node->stats.errors++;
+            if (state == RL_V_YES) RL_COUNT(node->stats.yes);
+            else if (state == RL_V_NO) RL_COUNT(node->stats.no);
+            else RL_COUNT(node->stats.errors);
         }
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
         if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
@@ -122,9 +122,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
-    if (state == RL_V_YES) node->stats.yes++;
-    else if (state == RL_V_NO) node->stats.no++;
-    else node->stats.errors++;
+    if (state == RL_V_YES) RL_COUNT(node->stats.yes);
+    else if (state == RL_V_NO) RL_COUNT(node->stats.no);
+    else RL_COUNT(node->stats.errors);
     set_vote(r, v, state, why);
     r->blocked += blocked;
 }
@@ -166,7 +166,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             char why[200];
             snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_node_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
-            node->stats.timeouts++;
+            RL_COUNT(node->stats.timeouts);
             rl_node_mark_down(c, node, why, 1);
             fail_pending(c, r, i, why, 1);
         }
@@ -308,14 +308,14 @@ void rl_round_run(rl_client *c, rl_round *r) {
          * not block), and validity is still measured from r->start_us. */
         int64_t deadline = now + rl_node_timeout_us(c, node);
         if (!node->conn && rl_node_connect(c, node, op, deadline) != 0) {
-            if (r->kind != RL_K_PING) node->stats.errors++;
+            if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
-        node->stats.calls++;
+        RL_COUNT(node->stats.calls);
         if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
-            if (r->kind != RL_K_PING) node->stats.errors++;
+            if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[200];
             snprintf(why, sizeof why, "%s", node->conn->err);
             rl_node_mark_down(c, node, why, 0);

@@ -86,6 +86,10 @@ static int same_token(const rl_held *h, const char *token, size_t toklen) {
 
 /* The longest hold of h's name, counted as h leaves. Caller holds s->mu. */
 static void count_hold(rl_session *s, const rl_held *h) {
+#ifdef RL_STATS_OFF
+    (void)s, (void)h;
+    return;
+#endif
     rl_lockstat *st = rl_lockstats_get(&s->stats, h->res, h->reslen);
     int64_t ms = (rl_now_us() - h->acquired_us) / 1000;
     if (st && ms > st->hold_max_ms) st->hold_max_ms = ms;
@@ -211,6 +215,10 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     int64_t start = rl_now_us();
     rl_status st = acquire(s, res, reslen, ttl_ms, wait_ms, token, out);
+#ifdef RL_STATS_OFF
+    (void)start;
+    return st;
+#endif
     if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
     int64_t waited = (rl_now_us() - start) / 1000;
     pthread_mutex_lock(&s->mu);

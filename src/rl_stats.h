@@ -23,6 +23,14 @@ typedef struct rl_node_stats {
     int lat_n, lat_pos;
 } rl_node_stats;
 
+/* Adds one to a counter. A build with -DRL_STATS_OFF counts nothing: the
+ * bench measures what the statistics cost against it. */
+#ifdef RL_STATS_OFF
+#define RL_COUNT(counter) ((void)(counter))
+#else
+#define RL_COUNT(counter) ((void)(counter)++)
+#endif
+
 /* Adds one reply latency (negative ones count as 0). */
 void rl_stats_latency(rl_node_stats *st, int64_t us);
 
