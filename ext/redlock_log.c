@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "rl_events.h"
 #include "rl_text.h"
 
 SQLITE_EXTENSION_INIT3

@@ -1,4 +1,4 @@
-/* redlock_log: the engine's events (rl_events.h) as sqlite3_log lines, each
+/* redlock_log: the engine's events (rl_client_set_events) as sqlite3_log lines, each
  * with an extended error code of its own, so an application that installs
  * SQLITE_CONFIG_LOG sees them; without one, SQLite drops them.
  * SPDX-License-Identifier: BSD-3-Clause */

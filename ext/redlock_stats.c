@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl_round.h"
 #include "rl_stats.h"
 
 SQLITE_EXTENSION_INIT3
@@ -94,7 +93,7 @@ static int stats_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
 
 static void free_rows(stats_cursor *cur) {
     free(cur->nodes);
-    rl_lockstats_copy_free(cur->locks, cur->n);
+    rl_stats_lock_copy_free(cur->locks, cur->n);
     cur->nodes = NULL;
     cur->locks = NULL;
     cur->n = cur->i = 0;
@@ -123,8 +122,8 @@ static int stats_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
         cur->n = n;
         return SQLITE_OK;
     }
-    rl_client *cl = session->client;
-    rl_client_settle(cl); /* the replies still owed count too */
+    rl_client *cl = rl_session_client(session);
+    rl_session_settle(session); /* the replies still owed count too */
     int n = rl_client_node_count(cl);
     if (n == 0) return SQLITE_OK;
     cur->nodes = calloc((size_t)n, sizeof *cur->nodes);

@@ -1,15 +1,14 @@
 /* rl_node: one node's health: connecting with set-up commands, marking it
  * down with a growing backoff, reading what INFO and ROLE say about it, and
- * deciding whether its yes vote may count (see rl_client.h).
+ * deciding whether its yes vote may count (see rl_node.h).
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "rl_client.h"
+#include "rl_node.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rl_clock.h"
-#include "rl_events.h"
 #include "rl_nodecheck.h"
 #include "rl_random.h"
 #include "rl_text.h"
@@ -18,6 +17,19 @@ void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
     int v6 = strchr(node->ep.host, ':') != NULL;
     snprintf(buf, buflen, "node %lld %s%s%s:%d", (long long)node->id, v6 ? "[" : "", node->ep.host, v6 ? "]" : "",
              node->ep.port);
+}
+
+rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err) {
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) return NULL;
+    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err);
+    if (!conn || !node->ep.tls) return conn;
+    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err);
+    if (!ssl) {
+        rl_conn_close(conn);
+        return NULL;
+    }
+    rl_conn_use_tls(conn, ssl);
+    return conn;
 }
 
 static int send_setup(rl_conn *conn, uint64_t op, int kind, int64_t deadline, int argc, const char **argv) {
@@ -37,10 +49,10 @@ int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
 }
 
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
-    char err[200];
-    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
+    rl_error err;
+    rl_conn *conn = rl_node_open(c, node, &err);
     if (!conn) {
-        rl_node_mark_down(c, node, err, 0);
+        rl_node_mark_down(c, node, err.msg, 0);
         return -1;
     }
     int rc = 0;
@@ -61,7 +73,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
     if (rc != 0) {
-        rl_node_mark_down(c, node, conn->err[0] ? conn->err : "out of memory", 0);
+        rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
         return -1;
     }
@@ -105,7 +117,7 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
         char name[320], msg[640];
         rl_node_name(node, name, sizeof name);
         snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);
-        rl_event(c, RL_EVENT_NODE_DOWN, msg);
+        rl_client_event(c, RL_EVENT_NODE_DOWN, msg);
     }
 }
 
@@ -114,7 +126,7 @@ void rl_node_mark_up(rl_client *c, rl_node *node) {
         char name[320], msg[400];
         rl_node_name(node, name, sizeof name);
         snprintf(msg, sizeof msg, "redlock: %s is back up", name);
-        rl_event(c, RL_EVENT_NODE_UP, msg);
+        rl_client_event(c, RL_EVENT_NODE_UP, msg);
     }
     if (node->health != RL_HEALTH_UP) node->last_error[0] = '\0';
     node->health = RL_HEALTH_UP;
@@ -231,7 +243,17 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         if (!is_err) on_info(c, node, r);
         break;
     case RL_K_NODECHECK:
-        if (!is_err) rl_nodecheck_on_info(c, node, r);
+        if (!is_err && rl_nodecheck_on_info(c, node, r)) {
+            /* short: log lines are cut at about 200 bytes */
+            char name[320], msg[600];
+            rl_node_name(node, name, sizeof name);
+            if (node->in_cluster && !c->set.allow_cluster_nodes)
+                snprintf(msg, sizeof msg, "redlock: %s refused: cluster_enabled:1 (allow_cluster_nodes is 0)", name);
+            else
+                snprintf(msg, sizeof msg, "redlock: %s refused: evicts keys (maxmemory-policy %s; allow_evicting_nodes is 0)",
+                         name, node->maxmemory_policy);
+            rl_client_event(c, RL_EVENT_NODE_REFUSED, msg);
+        }
         break;
     case RL_K_ROLE:
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
@@ -249,18 +271,6 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
-int64_t rl_node_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us) {
-    if (!c->set.restart_guard) return 0;
-    if (node->uptime_ms < 0) return INT64_MAX;
-    /* A lock a node forgot in a restart was set before the restart, so it
-     * ends at most one TTL (plus drift) after it: a node up for longer than
-     * the largest TTL any client uses can have forgotten none still valid. */
-    int64_t period_ms = c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard;
-    int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
-    int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
-    return up_us < need_us ? need_us - up_us : 0;
-}
-
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
     if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
@@ -276,7 +286,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         return 1;
     }
     if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
-    int64_t left = guard_applies ? rl_node_guard_left_us(c, node, rl_now_us()) : 0;
+    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, rl_now_us()) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");
         return 1;

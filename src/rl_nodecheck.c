@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rl_events.h"
 
 /* Finds "name:value\r\n" in an INFO text; copies value into out. */
 static int field(const char *text, const char *name, char *out, size_t outlen) {
@@ -25,18 +24,16 @@ static int field(const char *text, const char *name, char *out, size_t outlen) {
     return -1;
 }
 
-static int evicting(const rl_node *node) {
-    return node->maxmemory > 0 && strcmp(node->maxmemory_policy, "noeviction") != 0;
-}
-
 int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, size_t whylen) {
-    if (node->in_cluster && !c->set.allow_cluster_nodes) {
+    const char *unfit = rl_client_node_unfit(c, node);
+    if (!unfit) return 0;
+    if (unfit[0] == 'c') {
         snprintf(why, whylen,
                  "node has cluster_enabled:1: a Redis Cluster node is not an independent master; its vote does not "
                  "count (list standalone masters, or SELECT redlock_config('allow_cluster_nodes', 1))");
         return 1;
     }
-    if (evicting(node) && !c->set.allow_evicting_nodes) {
+    {
         snprintf(why, whylen,
                  "node evicts keys (maxmemory %lld, maxmemory-policy %s) and can drop a lock key under memory "
                  "pressure; its vote does not count (set maxmemory-policy noeviction on the node, or SELECT "
@@ -47,14 +44,8 @@ int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, siz
     return 0;
 }
 
-const char *rl_nodecheck_state(const rl_client *c, const rl_node *node) {
-    if (node->in_cluster && !c->set.allow_cluster_nodes) return "cluster";
-    if (evicting(node) && !c->set.allow_evicting_nodes) return "evicting";
-    return NULL;
-}
-
-void rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
-    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
+int rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return 0;
     char v[64];
     if (field(r->str, "maxmemory", v, sizeof v) == 0 && field(r->str, "maxmemory_policy", node->maxmemory_policy,
                                                               sizeof node->maxmemory_policy) == 0) {
@@ -71,14 +62,7 @@ void rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     if (node->checks_known == RL_CHECK_ALL && !node->check_reported && rl_nodecheck_blocked(c, node, why, sizeof why)) {
         node->check_reported = 1;
         snprintf(node->last_error, sizeof node->last_error, "%.255s", why);
-        /* short: log lines are cut at about 200 bytes */
-        char name[320], msg[600];
-        rl_node_name(node, name, sizeof name);
-        if (rl_nodecheck_state(c, node)[0] == 'c')
-            snprintf(msg, sizeof msg, "redlock: %s refused: cluster_enabled:1 (allow_cluster_nodes is 0)", name);
-        else
-            snprintf(msg, sizeof msg, "redlock: %s refused: evicts keys (maxmemory-policy %s; allow_evicting_nodes is 0)",
-                     name, node->maxmemory_policy);
-        rl_event(c, RL_EVENT_NODE_REFUSED, msg);
+        return 1;
     }
+    return 0;
 }

@@ -18,15 +18,12 @@
 enum { RL_CHECK_MEMORY = 1, RL_CHECK_CLUSTER = 2, RL_CHECK_ALL = 3 };
 
 /* Reads an INFO memory or INFO cluster reply (RL_K_NODECHECK) into node.
- * Reports RL_EVENT_NODE_REFUSED the first time this connection finds the
- * node unfit and not allowed. Caller holds c->mu. */
-void rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r);
+ * Returns 1 the first time this connection finds the node unfit and not
+ * allowed (why in last_error), else 0. Caller holds c->mu. */
+int rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r);
 
 /* Why node's yes must not count (evicting or cluster, not allowed by the
  * settings), into why; 0 when the checks let it count. */
 int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, size_t whylen);
-
-/* "evicting" or "cluster" when the checks keep node out, else NULL. */
-const char *rl_nodecheck_state(const rl_client *c, const rl_node *node);
 
 #endif

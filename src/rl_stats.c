@@ -36,7 +36,7 @@ void rl_stats_percentiles(const rl_node_stats *st, int64_t *p50, int64_t *p99) {
     *p99 = v[i99 < 0 ? 0 : i99];
 }
 
-rl_lockstat *rl_lockstats_get(rl_lockstats *ls, const char *res, size_t reslen) {
+rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen) {
     for (int i = 0; i < ls->n; i++)
         if (ls->rows[i].reslen == reslen && memcmp(ls->rows[i].res, res, reslen) == 0) return &ls->rows[i];
     if (ls->n >= RL_LOCKSTATS_MAX) {
@@ -60,18 +60,18 @@ rl_lockstat *rl_lockstats_get(rl_lockstats *ls, const char *res, size_t reslen) 
     return row;
 }
 
-void rl_lockstats_clear(rl_lockstats *ls) {
+void rl_stats_lock_clear(rl_lockstats *ls) {
     for (int i = 0; i < ls->n; i++) free(ls->rows[i].res);
     free(ls->rows);
     memset(ls, 0, sizeof *ls);
 }
 
-int rl_lockstats_copy(const rl_lockstats *ls, rl_lockstat **out) {
+int rl_stats_lock_copy(const rl_lockstats *ls, rl_lockstat **out) {
     rl_lockstat *rows = calloc(ls->n > 0 ? (size_t)ls->n : 1, sizeof *rows);
     for (int i = 0; rows && i < ls->n; i++) {
         rows[i] = ls->rows[i];
         if (!(rows[i].res = malloc(ls->rows[i].reslen + 1))) {
-            rl_lockstats_copy_free(rows, i);
+            rl_stats_lock_copy_free(rows, i);
             rows = NULL;
             break;
         }
@@ -81,7 +81,7 @@ int rl_lockstats_copy(const rl_lockstats *ls, rl_lockstat **out) {
     return rows ? ls->n : -1;
 }
 
-void rl_lockstats_copy_free(rl_lockstat *rows, int n) {
+void rl_stats_lock_copy_free(rl_lockstat *rows, int n) {
     for (int i = 0; rows && i < n; i++) free(rows[i].res);
     free(rows);
 }

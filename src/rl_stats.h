@@ -58,13 +58,13 @@ typedef struct rl_lockstats {
 
 /* The row of res, added when new; NULL when RL_LOCKSTATS_MAX names are kept
  * already (counted in untracked) or on OOM. */
-rl_lockstat *rl_lockstats_get(rl_lockstats *ls, const char *res, size_t reslen);
+rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen);
 
 /* Frees every row. */
-void rl_lockstats_clear(rl_lockstats *ls);
+void rl_stats_lock_clear(rl_lockstats *ls);
 
 /* A copy of the rows (*out; free with rl_lockstats_copy_free); count or -1. */
-int rl_lockstats_copy(const rl_lockstats *ls, rl_lockstat **out);
-void rl_lockstats_copy_free(rl_lockstat *rows, int n);
+int rl_stats_lock_copy(const rl_lockstats *ls, rl_lockstat **out);
+void rl_stats_lock_copy_free(rl_lockstat *rows, int n);
 
 #endif

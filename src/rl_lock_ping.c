@@ -1,13 +1,14 @@
-/* rl_ping: PING to every node (see rl_ping.h).
+/* rl_lock_ping: PING to every node (see rl_lock.h).
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "rl_ping.h"
+
+#include "rl_lock.h"
 
 #include <stdlib.h>
 
 #include "rl_clock.h"
 #include "rl_round.h"
 
-int rl_client_ping(rl_client *c) {
+int rl_lock_ping(rl_client *c) {
     pthread_mutex_lock(&c->mu);
     rl_vote *votes = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *votes);
     if (!votes) {

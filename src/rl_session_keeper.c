@@ -1,4 +1,5 @@
-/* rl_keeper: the auto-extension thread of a session. It extends every lock
+/* rl_session_keeper: the auto-extension thread of a session (part of the
+ * rl_session module, declared in rl_session.h). It extends every lock
  * taken with auto_extend at about a third of its TTL, never touches SQLite,
  * never re-creates an expired lock (the extend script cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
@@ -12,7 +13,6 @@
 #include <time.h>
 
 #include "rl_clock.h"
-#include "rl_events.h"
 #include "rl_session.h"
 
 /* Waits on s->wake until rl_now_us() reaches until_us (INT64_MAX: until woken). */
@@ -31,9 +31,13 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-static int find_token(const rl_session *s, const char *token) {
+/* The held lock on res with token: several names taken together share
+ * one token, so the token alone does not say which. */
+static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
     for (int i = 0; i < s->nheld; i++)
-        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0) return i;
+        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
+            memcmp(s->held[i].res, res, reslen) == 0)
+            return i;
     return -1;
 }
 
@@ -43,7 +47,7 @@ static void mark_lost(rl_session *s, rl_held *h, const char *why) {
         char name[72], msg[400];
         rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
         snprintf(msg, sizeof msg, "redlock: lock '%s' lost by auto-extension: %.250s", name, why);
-        rl_event(s->client, RL_EVENT_LOCK_LOST, msg);
+        rl_client_event(s->client, RL_EVENT_LOCK_LOST, msg);
     }
     h->lost = 1;
     snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
@@ -75,10 +79,10 @@ static void extend_one(rl_session *s, int i) {
 
     rl_outcome o;
     rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
-    free(res);
 
     pthread_mutex_lock(&s->mu);
-    i = find_token(s, token);
+    i = find_held(s, res, reslen, token);
+    free(res);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
     h->inflight_until_us = 0;
@@ -86,14 +90,14 @@ static void extend_one(rl_session *s, int i) {
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + h->ttl_ms * 1000 / 3;
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
     if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
-        h->next_extend_us = now + ttl * 1000 / 3;
+        h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
         mark_lost(s, h, o.msg);
     } else if (h->valid_until_us <= now) {
@@ -128,7 +132,7 @@ static void *keeper_main(void *arg) {
     return NULL;
 }
 
-int rl_keeper_kick(rl_session *s) {
+int rl_session_keeper_kick(rl_session *s) {
     if (!s->keeper_running) {
         /* The thread takes no signal meant for the host process. */
         sigset_t all, old;
@@ -144,7 +148,7 @@ int rl_keeper_kick(rl_session *s) {
     return 0;
 }
 
-void rl_keeper_stop(rl_session *s) {
+void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;

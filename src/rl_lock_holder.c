@@ -1,6 +1,7 @@
-/* rl_holder: holder details, written and read (see rl_holder.h).
+/* rl_lock_holder: holder details, written and read (see rl_lock.h).
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "rl_holder.h"
+
+#include "rl_lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
