@@ -28,8 +28,10 @@ def driver_path():
     if "path" not in _built:
         d = tempfile.mkdtemp(prefix="redlock-log-driver-")
         out = os.path.join(d, "log_driver")
+        # the compiler runs without the sanitizer run's preload (it is not built for it)
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
         subprocess.run(["cc", "-o", out, os.path.join(HERE, "log_driver.c"), "-lsqlite3", "-lpthread"],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, env=env, timeout=60)
         _built["path"] = out
     return _built["path"]
 

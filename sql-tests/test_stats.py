@@ -74,6 +74,7 @@ def test_kill_counts_error_and_down_3n():
     with h.Cluster(3) as cl:
         con = h.connect(cl)
         is_token(value(con, "SELECT redlock_acquire('k', 10000)"))
+        h.settle(con)  # every reply read: the connection is idle when the node dies
         cl[0].kill9()
         eq(value(con, "SELECT redlock_release('k')"), 1, "released on the two others")
         s = node_stats(con)[0]

@@ -34,9 +34,8 @@ static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
 }
 
 /* Every vote still pending on node i fails with why (the node went down). */
-static void fail_pending(rl_client *c, rl_round *r, int i, const char *why, int timed_out) {
+static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
     if (!r || r->votes[i].state != RL_V_PENDING) return;
-    if (!timed_out && r->kind != RL_K_PING) RL_COUNT(c->nodes[i]->stats.errors);
     r->votes[i].timed_out = timed_out;
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
@@ -156,10 +155,11 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
         rl_conn *conn = node->conn;
         if (!conn) continue;
         if (conn->broken) {
+            if (conn->count > 0) RL_COUNT(node->stats.errors); /* replies owed that will never come */
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
-            fail_pending(c, r, i, why, 0);
+            fail_pending(r, i, why, 0);
             continue;
         }
         const rl_tag *oldest = rl_conn_oldest(conn);
@@ -169,7 +169,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
                      rl_conn_stall_hint(conn));
             RL_COUNT(node->stats.timeouts);
             rl_node_mark_down(c, node, why, 1);
-            fail_pending(c, r, i, why, 1);
+            fail_pending(r, i, why, 1);
         }
     }
 }
