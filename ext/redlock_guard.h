@@ -27,6 +27,7 @@ typedef enum {
     REDLOCK_G_RELEASE_ALL,
     REDLOCK_G_EXTEND,
     REDLOCK_G_CONFIG,
+    REDLOCK_G_ACQUIRE_SHARED,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

@@ -29,6 +29,8 @@ enum {
     RL_K_EXTEND,      /* compare-and-pexpire script */
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
+    RL_K_ACQUIRE_SHARED, /* add a shared holder (rl_shared.h) */
+    RL_K_MARK,        /* writer-waiting marker; nothing is decided on it */
 };
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };

@@ -11,9 +11,12 @@
 #include "rl_client.h"
 #include "rl_random.h"
 
+struct rl_round;
+
 #define RL_RESOURCE_MAX 65536        /* bytes, key prefix included */
 #define RL_TTL_MAX_MS 2147483647LL   /* about 24.8 days */
 #define RL_WAIT_MAX_MS 86400000LL    /* one day */
+#define RL_WRITER_SUFFIX ":writer-waiting" /* marker of a waiting exclusive acquirer (rl_shared.h) */
 
 typedef enum {
     RL_OK = 0,     /* done on a quorum */
@@ -53,6 +56,20 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
  * deletes what is left of the lock. */
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out);
+
+/* As rl_lock_extend, for a shared lock: limit is the max_holders it was
+ * taken with as text (the node refuses another), quorum the yes votes
+ * needed (0: the client's quorum; unsafe_test_quorum wins over it). */
+rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                              int64_t ttl_ms, const char *limit, int quorum, rl_outcome *out);
+
+/* For rl_shared, which runs its own rounds the same way: the validity of
+ * a lock of ttl_ms set by an attempt from start_us to end_us; the TTL
+ * check (RL_OK or RL_MISUSE); the outcome of a round short of a quorum
+ * (out->nodes and out->quorum set). */
+int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us);
+rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out);
+rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what);
 
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);

@@ -66,6 +66,14 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             return RL_V_NO;
         }
         return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_SHARED:
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+            snprintf(why, whylen, "held exclusively, full, or an exclusive acquirer waits");
+            return RL_V_NO;
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_MARK:
     case RL_K_WRITEBACK:
         if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
