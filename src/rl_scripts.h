@@ -50,11 +50,11 @@
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
+    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
+    "if not sc or tonumber(sc) <= now then redis.call('zrem',KEYS[1],ARGV[1]) tidy() return 0 end " \
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
     "if k > 0 and tostring(k) ~= ARGV[3] then return redis.error_reply('this shared lock has max_holders ' " \
     ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
-    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
-    "if not sc or tonumber(sc) <= now then redis.call('zrem',KEYS[1],ARGV[1]) tidy() return 0 end " \
     "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
