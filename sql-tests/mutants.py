@@ -53,7 +53,7 @@ MUTANTS = {
     "extend-revives": (
         "extend re-creates an expired key (and the session no longer refuses an expired lock)",
         [("src/rl_scripts.h",
-          "\"if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \"",
+          "\"if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \"",
           "\"local v = redis.call('get',KEYS[1]) if v and v ~= ARGV[1] then return 0 end \" "
           "\"if not v then redis.call('set',KEYS[1],ARGV[1]) end \""),
          ("src/rl_session.c",
