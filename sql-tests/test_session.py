@@ -21,7 +21,7 @@ import harness as h
 from harness import check, eq, holds, is_token, no_key, value
 
 COLUMNS = ["resource", "token", "ttl_ms", "validity_ms", "holds", "fence", "nodes",
-           "extensions", "auto_extend", "state", "lost_reason"]
+           "extensions", "auto_extend", "state", "lost_reason", "kind", "max_holders"]
 
 
 # --------------------------------------------------------------------------
