@@ -28,6 +28,8 @@ typedef enum {
     REDLOCK_G_EXTEND,
     REDLOCK_G_CONFIG,
     REDLOCK_G_ACQUIRE_SHARED,
+    REDLOCK_G_DETACH,
+    REDLOCK_G_ADOPT,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

@@ -9,6 +9,7 @@
 
 #include "rl_clock.h"
 #include "rl_shared.h"
+#include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
 static int init_wake(pthread_cond_t *wake) {
@@ -50,14 +51,19 @@ void rl_session_check_fork(rl_session *s) {
 void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
-    rl_keeper_stop(s); /* first: nothing may extend what we give back */
+    rl_session_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
+    rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
+
+rl_client *rl_session_client(rl_session *s) { return s->client; }
+
+void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
 int64_t rl_held_until_us(const rl_held *h) {
     if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
@@ -120,8 +126,8 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
-        if (rl_keeper_kick(s) != 0) {
+        h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
+        if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;
         }
@@ -129,7 +135,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     return 0;
 }
 
-rl_status rl_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
+rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
                          const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out) {
     if (kind == RL_KIND_SHARED)
         return rl_shared_extend(s->client, res, reslen, token, toklen, ttl_ms, max_holders, out);
@@ -146,6 +152,18 @@ static rl_status take(rl_session *s, int kind, const char *res, size_t reslen, i
 
 static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                               int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* While the node list is being changed no lock may start (it could be
+ * counted on nodes it was not taken on): 1 with s->mu released and out set
+ * to RL_MISUSE; else 0 with s->mu still held. */
+static int refused_while_editing(rl_session *s, rl_outcome *out, const char *done, const char *todo) {
+    if (!s->editing_nodes) return 0;
+    pthread_mutex_unlock(&s->mu);
+    out->status = RL_MISUSE;
+    snprintf(out->msg, sizeof out->msg,
+             "no lock can be %s in the statement that changes redlock_nodes; %s it in a statement of its own", done, todo);
+    return 1;
+}
 
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
@@ -166,13 +184,7 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
         max_holders > RL_SHARED_MAX_HOLDERS)
         return take(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
-    if (s->editing_nodes) {
-        pthread_mutex_unlock(&s->mu);
-        out->status = RL_MISUSE;
-        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
-                                            "take it in a statement of its own");
-        return RL_MISUSE;
-    }
+    if (refused_while_editing(s, out, "taken", "take")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
@@ -347,7 +359,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     int kind = ours ? s->held[i].kind : RL_KIND_EXCLUSIVE;
     int64_t max_holders = ours ? s->held[i].max_holders : 0;
     pthread_mutex_unlock(&s->mu);
-    rl_status st = rl_held_extend(s, kind, max_holders, res, reslen, token, toklen, ttl_ms, out);
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
     /* Only the later of two extends (this one and the keeper's) decides:
@@ -360,7 +372,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             h->ttl_ms = ttl_ms;
             h->drift_us = rl_client_drift_us(s->client, ttl_ms);
             h->extensions++;
-            if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+            if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
@@ -375,6 +387,105 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     }
     pthread_mutex_unlock(&s->mu);
     return st;
+}
+
+rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
+                            int *not_held, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    *not_held = 0;
+    token[0] = '\0';
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&s->mu);
+    int i = find(s, res, reslen);
+    if (i < 0) {
+        pthread_mutex_unlock(&s->mu);
+        *not_held = 1;
+        out->status = RL_MISUSE;
+        return RL_MISUSE;
+    }
+    /* Every hold goes with it: from now on the lock is the token's, not this
+     * session's. Forgotten before anything else, so the keeper lets go of it
+     * at once (an extend already on its way only sets the TTL it had). */
+    char mine[RL_TOKEN_LEN + 1];
+    memcpy(mine, s->held[i].token, sizeof mine);
+    int64_t left = left_ms(&s->held[i]);
+    out->validity_ms = left;
+    out->valid_until_us = rl_held_until_us(&s->held[i]);
+    forget(s, i);
+    pthread_mutex_unlock(&s->mu);
+    if (left == 0) {
+        /* Handing on a token whose validity this session saw end would let a
+         * later step work on a lock someone else may hold: clean up instead. */
+        rl_lock_release(s->client, res, reslen, mine, RL_TOKEN_LEN, out);
+        memset(out, 0, sizeof *out);
+        out->status = RL_REFUSED;
+        snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was detached");
+        return RL_REFUSED;
+    }
+    memcpy(token, mine, sizeof mine);
+    out->status = RL_OK;
+    return RL_OK;
+}
+
+rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
+                           rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    if (toklen != RL_TOKEN_LEN) {
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "token must be the %d-character text redlock_detach or redlock_acquire "
+                                            "returned", RL_TOKEN_LEN);
+        return RL_MISUSE;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (refused_while_editing(s, out, "adopted", "adopt")) return RL_MISUSE;
+    int i = find(s, res, reslen);
+    if (i >= 0) {
+        rl_held *h = &s->held[i];
+        int same = same_token(h, token, toklen);
+        int64_t left = left_ms(h);
+        pthread_mutex_unlock(&s->mu);
+        if (!same) {
+            out->status = RL_MISUSE;
+            snprintf(out->msg, sizeof out->msg, "this connection already holds this resource with another token; "
+                                                "release it (or detach it) before adopting one");
+            return RL_MISUSE;
+        }
+        /* Already ours here: nothing to take over, no hold added. */
+        if (left == 0) {
+            out->status = RL_REFUSED;
+            snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost");
+            return RL_REFUSED;
+        }
+        out->status = RL_OK;
+        out->validity_ms = left;
+        return RL_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
+    int64_t ttl_left, shared_k;
+    rl_status st = rl_lock_check_kind(s->client, res, reslen, token, toklen, &ttl_left, &shared_k, out);
+    if (st != RL_OK) return st;
+    char tok[RL_TOKEN_LEN + 1];
+    memcpy(tok, token, RL_TOKEN_LEN);
+    tok[RL_TOKEN_LEN] = '\0';
+    /* Its TTL here is what the nodes had left: extensions (the keeper's
+     * too) never make it live longer than that until redlock_extend sets
+     * another. Its fencing number is not known: the counter on the nodes
+     * cannot tell this lock's number from another acquisition's. */
+    out->fence = 0;
+    pthread_mutex_lock(&s->mu);
+    /* A shared holder is adopted as one: extended with its limit's votes. */
+    int rc = remember(s, res, reslen, tok, ttl_left, out, shared_k >= 0 ? RL_KIND_SHARED : RL_KIND_EXCLUSIVE,
+                      shared_k >= 0 ? shared_k : 0, auto_extend);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        /* Not ours to delete: it stays the token's, with its TTL. */
+        out->status = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory (or no thread for auto-extension); the lock was not adopted");
+        return RL_NOMEM;
+    }
+    return RL_OK;
 }
 
 int rl_session_release_all(rl_session *s) {
@@ -422,13 +533,13 @@ int rl_session_holds_any(rl_session *s) {
     return any;
 }
 
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen) {
+int rl_session_nodes_begin(rl_session *s, rl_error *err) {
     pthread_mutex_lock(&s->mu);
     int n = s->nheld;
     if (n == 0) s->editing_nodes = 1;
     pthread_mutex_unlock(&s->mu);
     if (n > 0)
-        snprintf(err, errlen,
+        rl_error_set(err, RL_ERR_STATE,
                  "the nodes cannot change while this connection holds %d lock%s (even lost or expired ones: they were "
                  "taken on the nodes listed now); release them first, e.g. SELECT redlock_release_all()",
                  n, n == 1 ? "" : "s");
@@ -448,6 +559,7 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
     for (int i = 0; rows && i < n; i++) {
         rows[i] = s->held[i];
         rows[i].valid_until_us = rl_held_until_us(&s->held[i]);
+        rows[i].validity_ms = left_ms(&s->held[i]);
         /* The row is about the lock taken last; holds of an earlier, lost lock
          * on the name show only once they are all that is left. */
         if (rows[i].count > rows[i].lost_holds) rows[i].count -= rows[i].lost_holds;

@@ -18,7 +18,6 @@
 
 #include "rl_lock.h"
 
-#define RL_SHARED_MAX_HOLDERS 1000000   /* largest max_holders; 0 means no limit */
 
 /* Yes votes a shared hold with max_holders k (0: no limit) needs on n
  * nodes: a majority for k <= 1 or no limit, else k*n/(k+1) + 1. */
