@@ -366,3 +366,28 @@ def test_shell_shared_and_exclusive_3n():
                            "SELECT redlock_acquire('shl2', 30000) IS NULL;\n"
                            "SELECT redlock_acquire_shared('shl3', 30000, 0, 2) IS NOT NULL;\n", c)
     eq((rc, out.split()), (0, ["1", "1", "1"]), "shell: a third holder of a k = 2 lock, exclusive, a free name")
+
+
+def test_detach_and_adopt_shared_3n():
+    """A shared hold handed across connections: detach gives its token and
+    lets go of it here; adopt takes it into another connection as a shared
+    hold with its limit, which then extends it with the limit's votes."""
+    c = h.shared_cluster(3)
+    a, b, other = h.connect(c), h.connect(c), h.connect(c)
+    tok = is_token(value(a, "SELECT redlock_acquire_shared('hand', 20000, 0, 2)"))
+    is_token(value(other, "SELECT redlock_acquire_shared('hand', 20000, 0, 2)"), "a second holder")
+    eq(value(a, "SELECT redlock_detach('hand')"), tok, "detach gives the token")
+    eq(value(a, "SELECT count(*) FROM redlock_locks"), 0, "detached: not listed")
+    a.close()
+    for node in c:
+        check(tok in members(node, "hand"), "the detached hold lives on after close on %s" % node.addr)
+    v = value(b, "SELECT redlock_adopt('hand', ?)", tok)
+    check(v is not None and 0 < v <= 20000, "adopt gives the validity: %r" % v)
+    eq(value(b, "SELECT kind || '/' || max_holders || '/' || token FROM redlock_locks"), "shared/2/" + tok,
+       "adopted as a shared hold with its limit")
+    v = value(b, "SELECT redlock_extend('hand', 30000)")
+    check(v is not None and v > 20000, "the adopted hold extends: %r" % v)
+    eq(value(h.connect(c), "SELECT redlock_acquire_shared('hand', 20000, 0, 2)"), None, "still full at k = 2")
+    eq(value(b, "SELECT redlock_release('hand')"), 1, "the adopted hold is released")
+    for node in c:
+        check(tok not in members(node, "hand"), "released on %s" % node.addr)
