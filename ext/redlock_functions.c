@@ -172,15 +172,15 @@ static void fn_acquire_shared(sqlite3_context *ctx, int argc, sqlite3_value **ar
     const char *res = arg_resource(ctx, argv[0], &reslen);
     if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
     if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
-    if (argc > 3) {
-        int t = sqlite3_value_type(argv[3]);
-        if (t != SQLITE_NULL && (t != SQLITE_INTEGER || sqlite3_value_int64(argv[3]) < 0 ||
-                                 sqlite3_value_int64(argv[3]) > RL_SHARED_MAX_HOLDERS)) {
+    if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
+        /* a whole number, also as a REAL without a fraction (as arg_ms) */
+        int whole = sqlite3_value_type(argv[3]) == SQLITE_INTEGER || whole_real(argv[3], &max_holders);
+        if (sqlite3_value_type(argv[3]) == SQLITE_INTEGER) max_holders = sqlite3_value_int64(argv[3]);
+        if (!whole || max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS) {
             redlock_result_error(ctx, "max_holders must be a whole number from 1 to %d, or 0 or NULL for no limit",
                                  RL_SHARED_MAX_HOLDERS);
             return;
         }
-        if (t == SQLITE_INTEGER) max_holders = sqlite3_value_int64(argv[3]);
     }
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;

@@ -149,7 +149,7 @@ def run(nodes, workers=6, seconds=3.0, max_holders=0, exclusive_p=0.0, resource=
 # `make checker` for CHECKER_SECONDS each (this file's main).
 # ---------------------------------------------------------------------------
 
-TTL_MS = 1000
+TTL_MS = 600
 FAST_RECONNECT = {"retry_delay_ms": 20, "retry_jitter_ms": 10}
 
 

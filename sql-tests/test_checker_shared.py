@@ -1,4 +1,4 @@
-"""The shared-lock checker (checker_shared.py) on 5 nodes for 2 seconds per
+"""The shared-lock checker (checker_shared.py) on 5 nodes for 1.5 seconds per
 scenario: shared and exclusive holders under SIGSTOP and kill -9 of a
 minority (an exclusive holder is never beside another holder), holder
 limits k = 2 and k = 3 under faults (never more than k shared holders at
@@ -10,7 +10,7 @@ checker` runs the same scenarios longer."""
 from harness import check
 import checker_shared as cs
 
-SECONDS = 2.0
+SECONDS = 1.5
 
 
 def _expect(fn):

@@ -95,6 +95,10 @@ def _holder_limit(n):
     is_token(value(cons[1], "SELECT redlock_acquire_shared('lim', 10000, 0, 2)"), "holder 2 of 2")
     eq(value(cons[2], "SELECT redlock_acquire_shared('lim', 10000, 0, 2)"), None, "a third holder with k = 2")
     eq(value(cons[2], "SELECT count(*) FROM redlock_locks"), 0, "the refused connection lists nothing")
+    # NULL is no limit, a whole REAL is a whole number (as Node binds numbers)
+    h.redlock_error(cons[3], "SELECT redlock_acquire_shared('lim', 10000, 0, NULL)",
+                    contains=("max_holders 0 differs from the 2",))
+    eq(value(cons[3], "SELECT redlock_acquire_shared('lim', 10000, 0, 2.0)"), None, "k = 2.0 is k = 2: full")
     for node in c:
         check(len(members(node, "lim")) <= 2, "at most 2 holders on %s" % node.addr)
     # a different limit on the same name is an error that says what to change
