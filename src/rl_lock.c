@@ -314,6 +314,10 @@ rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char
             int64_t least = 0;
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && (least == 0 || votes[i].value < least)) least = votes[i].value;
+            /* A PTTL beyond any TTL set here (another client's PEXPIRE, a
+             * hostile node) would overflow the µs arithmetic; the key lives
+             * at least the longest TTL, so that is a safe lower bound. */
+            if (least > RL_TTL_MAX_MS) least = RL_TTL_MAX_MS;
             int64_t validity = validity_us(c, least, r.start_us, r.end_us);
             if (least > c->max_ttl_ms) c->max_ttl_ms = least;
             if (validity > 0) {

@@ -56,7 +56,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
 
 /* Asks every node whether the key still holds token and for how long, and
  * changes nothing. RL_OK when it does on a quorum, with the validity that
- * the least PTTL of the yes votes leaves (computed as for acquire: less the
+ * the least PTTL of the yes votes (at most RL_TTL_MAX_MS) leaves (computed as for acquire: less the
  * time the call took and the drift allowance for that PTTL) and that PTTL
  * in *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
  * left. */
