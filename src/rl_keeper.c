@@ -74,6 +74,7 @@ static void extend_one(rl_session *s, int i) {
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
     h->inflight_until_us = 0;
+    pthread_cond_broadcast(&s->wake); /* a detach may wait for this extend */
     now = rl_now_us();
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
@@ -132,7 +133,7 @@ int rl_keeper_kick(rl_session *s) {
         if (rc != 0) return -1;
         s->keeper_running = 1;
     }
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     return 0;
 }
 
@@ -140,7 +141,7 @@ void rl_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
     if (running) pthread_join(s->keeper, NULL);
     s->keeper_running = 0;
