@@ -30,9 +30,13 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-static int find_token(const rl_session *s, const char *token) {
+/* The held lock on res with token: two names may hold one token (adopt
+ * takes any key that holds it), so the token alone does not say which. */
+static int find_lock(const rl_session *s, const char *res, size_t reslen, const char *token) {
     for (int i = 0; i < s->nheld; i++)
-        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0) return i;
+        if (s->held[i].reslen == reslen && memcmp(s->held[i].res, res, reslen) == 0 &&
+            memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0)
+            return i;
     return -1;
 }
 
@@ -67,10 +71,10 @@ static void extend_one(rl_session *s, int i) {
 
     rl_outcome o;
     rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
-    free(res);
 
     pthread_mutex_lock(&s->mu);
-    i = find_token(s, token);
+    i = find_lock(s, res, reslen, token);
+    free(res);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
     h->inflight_until_us = 0;
