@@ -25,12 +25,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "sql-tests"))
+import harness as h  # noqa: E402  (redis-server nodes and the RESP client, shared with the tests)
+
 EXT = os.path.join(REPO, "redlock.so")
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 SQLITE3 = shutil.which("sqlite3", path="/usr/bin:/bin") or "sqlite3"
 
 # --------------------------------------------------------------------------
-# redis-server nodes: started here, always stopped here
+# processes started here (the nodes are the harness's), always stopped here
 # --------------------------------------------------------------------------
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -61,6 +63,7 @@ def cleanup():
             except (OSError, subprocess.TimeoutExpired):
                 pass
     _children.clear()
+    h.terminate_all()
     shutil.rmtree(TMP, ignore_errors=True)
 
 
@@ -74,41 +77,13 @@ for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
 
 
 def resp(port, *args, timeout=2.0):
-    """Sends one command to 127.0.0.1:port, returns the decoded reply."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(out)
-        f = s.makefile("rb")
-
-        def read():
-            line = f.readline()
-            if not line:
-                raise OSError("connection closed")
-            t, rest = line[:1], line[1:-2]
-            if t == b"+":
-                return rest.decode()
-            if t == b"-":
-                raise RuntimeError(rest.decode())
-            if t == b":":
-                return int(rest)
-            if t == b"$":
-                n = int(rest)
-                return None if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
-            if t == b"*":
-                n = int(rest)
-                return None if n < 0 else [read() for _ in range(n)]
-            raise OSError("bad reply %r" % line)
-
-        return read()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Sends one command to 127.0.0.1:port with the harness's RESP client;
+    returns the decoded reply (an error reply raises harness.RedisError)."""
+    c = h.Resp("127.0.0.1", port, timeout=timeout)
+    try:
+        return c.cmd(*args)
+    finally:
+        c.close()
 
 
 def make_certs():
@@ -129,48 +104,28 @@ def make_certs():
     return ca, crt, key
 
 
-class Node:
+class Node(h.RedisNode):
+    """A harness redis-server node; with certs the same server also serves
+    TLS on a second port, so the TLS rows and the plain ones measure the
+    same processes."""
+
     def __init__(self, idx, certs=None):
         self.idx = idx
         self.certs = certs
-        for _ in range(5):
-            self.port = free_port()
-            # With certs, the same server also serves TLS on a second port:
-            # the TLS rows and the plain ones measure the same processes.
-            self.tls_port = free_port() if certs else None
-            tls = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs[1], "--tls-key-file", certs[2],
-                   "--tls-ca-cert-file", certs[0], "--tls-auth-clients", "no"] if certs else []
-            self.proc = spawn(
-                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", TMP, "--logfile", os.path.join(TMP, "redis-%d.log" % self.port)] + tls,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    if resp(self.port, "PING", timeout=0.2) == "PONG":
-                        return
-                except OSError:
-                    time.sleep(0.02)
-            self.proc.kill()
-            self.proc.wait()
-        raise SystemExit("bench: could not start redis-server")
-
-    def stop(self):
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.tls_port = h.free_port() if certs else None
+        tls = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs[1], "--tls-key-file", certs[2],
+               "--tls-ca-cert-file", certs[0], "--tls-auth-clients", "no"] if certs else []
+        super().__init__(extra_args=tls)
 
     def cont(self):
-        os.kill(self.proc.pid, signal.SIGCONT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if resp(self.port, "PING", timeout=1) == "PONG":
-                    return
-            except OSError:
-                time.sleep(0.05)
+        super().cont()
+        h.wait_until(self._answers, 10, what="redis %d to answer after SIGCONT" % self.port)
 
-    @property
-    def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+    def _answers(self):
+        try:
+            return resp(self.port, "PING", timeout=1) == "PONG"
+        except OSError:
+            return False
 
     @property
     def tls_url(self):
@@ -178,7 +133,7 @@ class Node:
 
     @property
     def hostport(self):
-        return "127.0.0.1:%d" % self.port
+        return self.addr
 
 
 # --------------------------------------------------------------------------
@@ -362,7 +317,7 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
         numpat = resp(nodes[0].port, "PUBSUB", "NUMPAT")
         if chans or numpat:
             wake = "pub/sub (%d channel(s), %d pattern(s) subscribed on node 1 mid-run)" % (len(chans), numpat)
-    except (OSError, RuntimeError):
+    except (OSError, h.RedisError):
         pass
     events, errors = [], []
     for i, p in enumerate(ps):
@@ -544,7 +499,7 @@ def machine():
                     break
     except OSError:
         pass
-    redis_v = subprocess.run([REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.split()
+    redis_v = subprocess.run([h.REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.split()
     redis_v = next((w[2:] for w in redis_v if w.startswith("v=")), "?")
     sqlite_v = subprocess.run([SQLITE3, "--version"], capture_output=True, text=True).stdout.split()[:1]
     return "%d CPUs (nproc), %s; Linux %s; redis %s; sqlite3 %s" % (
@@ -723,7 +678,7 @@ def main():
         else:
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
-    L.append("Targets (issue 6), from the ratios above:")
+    L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
     load1 = open("/proc/loadavg").read().split()[0]

@@ -52,6 +52,10 @@ int redlock_register_locks_table(sqlite3 *db, redlock_state *st);
 
 /* Sets an error result "redlock: <msg>" on ctx, made safe to show
  * (rl_text_clean: whole UTF-8 characters, no control characters). */
-void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...);
+void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sets the virtual table's error message "redlock: <msg>", cleaned the same
+ * way, and returns SQLITE_ERROR (for xUpdate, xBegin, ...). */
+int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -71,7 +71,7 @@ typedef struct verdict {
     char db[68];      /* printable copies: names come from the file */
     char type[20];
     char obj[68];
-    char why[200];    /* SQLite's message when a schema could not be read */
+    char why[RL_ERR_REASON_MAX]; /* SQLite's message when a schema could not be read */
 } verdict;
 
 /* Copies at most outlen - 1 bytes of in, printable ASCII only ('?' for the

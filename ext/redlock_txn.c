@@ -35,7 +35,10 @@ int redlock_txn_writing(sqlite3 *db) {
 }
 
 int redlock_txn_release_allowed(sqlite3_context *ctx, redlock_state *st, const char *fname) {
-    if (st->session->client->set.release_in_write_txn) return 1; /* set on this thread only */
+    rl_setting_value allow;
+    rl_error err;
+    if (rl_setting_get(rl_session_client(st->session), "release_in_write_txn", &allow, &err) == 0 && allow.i)
+        return 1;
     if (!redlock_txn_writing(sqlite3_context_db_handle(ctx))) return 1;
     redlock_result_error(ctx,
                          "%s() refused: this connection has uncommitted writes (an open write transaction), and "

@@ -15,18 +15,19 @@
 
 #include "fuzz_common.h"
 #include "rl_client.h"
+#include "rl_node.h"
 #include "rl_resp.h"
 #include "rl_vote.h"
 
 static rl_client *client;
 
 static void setup_client(void) {
-    char err[300];
+    rl_error err;
     client = rl_client_new();
     FUZZ_CHECK(client, "rl_client_new");
     rl_endpoint a = {.host = "127.0.0.1", .port = 6379, .password = "S3cret-pw"}, b = {.host = "127.0.0.1", .port = 6380};
-    FUZZ_CHECK(rl_client_add_node(client, &a, 0, err, sizeof err) > 0, "add node: %s", err);
-    FUZZ_CHECK(rl_client_add_node(client, &b, 0, err, sizeof err) > 0, "add node: %s", err);
+    FUZZ_CHECK(rl_client_add_node(client, &a, 0, &err) > 0, "add node: %s", err.msg);
+    FUZZ_CHECK(rl_client_add_node(client, &b, 0, &err) > 0, "add node: %s", err.msg);
     client->set.restart_guard = 1;
     client->max_ttl_ms = 60000;
 }

@@ -1,4 +1,4 @@
-"""The bad-input table (issue 5): every way a caller can get an argument,
+"""The bad-input table: every way a caller can get an argument,
 a node row or a database file wrong, each with the outcome it must have,
 nearly always an error whose text is given here.
 
@@ -397,7 +397,7 @@ CASES = [
     ("default_acquire", "INSERT INTO t DEFAULT VALUES", (), SqlErr("unsafe use of redlock_acquire()"),
      hostile_db("CREATE TABLE t(x DEFAULT (redlock_acquire('bad:dflt', 10000)))"), key_absent("bad:dflt")),
     # SQLite 3.40 itself does not refuse a DIRECTONLY function in a CHECK
-    # constraint: the extension has to (see the issue 5 report).
+    # constraint: the extension has to (redlock_guard).
     ("check_acquire", "INSERT INTO t VALUES (1)", (), Err("CHECK constraint"),
      hostile_db("CREATE TABLE t(x CHECK (redlock_acquire('bad:chk', 10000) IS NOT NULL))"),
      key_absent("bad:chk")),

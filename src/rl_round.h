@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rl_client.h"
+#include "rl_node.h"
 #include "rl_vote.h"
 
 typedef struct rl_round {
@@ -50,12 +51,12 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
 
 /* Polls every connection for up to wait_us (0: just what is ready), reading
  * late replies and noticing stalled or broken nodes. Caller holds c->mu. */
-void rl_client_service(rl_client *c, int64_t wait_us);
+void rl_round_service(rl_client *c, int64_t wait_us);
 
 /* Waits until every reply still owed on an active connection has come or
  * its deadline has passed (so at most the largest node timeout), so that
  * node health and last_error reflect the whole of the last call. Takes c->mu. */
-void rl_client_settle(rl_client *c);
+void rl_round_settle(rl_client *c);
 
 /* Appends "node 2 127.0.0.1:6380: why; ..." for every failed vote to buf. */
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen);

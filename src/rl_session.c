@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
 static int init_wake(pthread_cond_t *wake) {
@@ -49,14 +50,19 @@ void rl_session_check_fork(rl_session *s) {
 void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
-    rl_keeper_stop(s); /* first: nothing may extend what we give back */
+    rl_session_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
+    rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
+
+rl_client *rl_session_client(rl_session *s) { return s->client; }
+
+void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
 int64_t rl_held_until_us(const rl_held *h) {
     if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
@@ -117,13 +123,25 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
-        if (rl_keeper_kick(s) != 0) {
+        h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
+        if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;
         }
     }
     return 0;
+}
+
+/* While the node list is being changed no lock may start (it could be
+ * counted on nodes it was not taken on): 1 with s->mu released and out set
+ * to RL_MISUSE; else 0 with s->mu still held. */
+static int refused_while_editing(rl_session *s, rl_outcome *out, const char *done, const char *todo) {
+    if (!s->editing_nodes) return 0;
+    pthread_mutex_unlock(&s->mu);
+    out->status = RL_MISUSE;
+    snprintf(out->msg, sizeof out->msg,
+             "no lock can be %s in the statement that changes redlock_nodes; %s it in a statement of its own", done, todo);
+    return 1;
 }
 
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
@@ -133,13 +151,7 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
         return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
-    if (s->editing_nodes) {
-        pthread_mutex_unlock(&s->mu);
-        out->status = RL_MISUSE;
-        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
-                                            "take it in a statement of its own");
-        return RL_MISUSE;
-    }
+    if (refused_while_editing(s, out, "taken", "take")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
@@ -308,7 +320,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             h->ttl_ms = ttl_ms;
             h->drift_us = rl_client_drift_us(s->client, ttl_ms);
             h->extensions++;
-            if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+            if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
@@ -378,13 +390,7 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
         return RL_MISUSE;
     }
     pthread_mutex_lock(&s->mu);
-    if (s->editing_nodes) {
-        pthread_mutex_unlock(&s->mu);
-        out->status = RL_MISUSE;
-        snprintf(out->msg, sizeof out->msg, "no lock can be adopted in the statement that changes redlock_nodes; "
-                                            "adopt it in a statement of its own");
-        return RL_MISUSE;
-    }
+    if (refused_while_editing(s, out, "adopted", "adopt")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
@@ -477,13 +483,13 @@ int rl_session_holds_any(rl_session *s) {
     return any;
 }
 
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen) {
+int rl_session_nodes_begin(rl_session *s, rl_error *err) {
     pthread_mutex_lock(&s->mu);
     int n = s->nheld;
     if (n == 0) s->editing_nodes = 1;
     pthread_mutex_unlock(&s->mu);
     if (n > 0)
-        snprintf(err, errlen,
+        rl_error_set(err, RL_ERR_STATE,
                  "the nodes cannot change while this connection holds %d lock%s (even lost or expired ones: they were "
                  "taken on the nodes listed now); release them first, e.g. SELECT redlock_release_all()",
                  n, n == 1 ? "" : "s");
@@ -503,6 +509,7 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
     for (int i = 0; rows && i < n; i++) {
         rows[i] = s->held[i];
         rows[i].valid_until_us = rl_held_until_us(&s->held[i]);
+        rows[i].validity_ms = left_ms(&s->held[i]);
         /* The row is about the lock taken last; holds of an earlier, lost lock
          * on the name show only once they are all that is left. */
         if (rows[i].count > rows[i].lost_holds) rows[i].count -= rows[i].lost_holds;

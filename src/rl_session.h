@@ -17,6 +17,10 @@
 #include "rl_client.h"
 #include "rl_lock.h"
 
+/* How long after an extension the keeper extends a lock again: a third of
+ * its TTL, so two more tries fit before it would expire. */
+#define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
+
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
     size_t reslen;
@@ -37,10 +41,12 @@ typedef struct rl_held {
                                 with a smaller op is older and decides nothing */
     int yes_nodes;
     int64_t extensions;
-    int auto_extend;         /* the keeper extends it at about ttl/3 */
+    int auto_extend;         /* the keeper extends it (RL_AUTO_EXTEND_PERIOD_US) */
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
     int lost;                /* an extension failed or came too late */
-    char lost_why[256];
+    char lost_why[RL_ERR_REASON_MAX];
+    int64_t validity_ms;     /* snapshots only: the validity left when the
+                                snapshot was taken, by the session's one measure */
 } rl_held;
 
 typedef struct rl_session {
@@ -48,7 +54,7 @@ typedef struct rl_session {
     pthread_mutex_t mu; /* guards everything below */
     rl_held *held;
     int nheld, capheld;
-    /* the auto-extension thread (rl_keeper.c) */
+    /* the auto-extension thread (rl_session_keeper.c) */
     pthread_cond_t wake;
     pthread_t keeper;
     int keeper_running, keeper_stop;
@@ -62,6 +68,15 @@ int64_t rl_held_until_us(const rl_held *h);
 
 /* A new session with a new client; NULL on OOM. */
 rl_session *rl_session_new(void);
+
+/* The session's client (owned by the session), for the node list and the
+ * settings (rl_client.h, rl_settings.h). */
+rl_client *rl_session_client(rl_session *s);
+
+/* Waits until every reply the nodes still owe has come or its deadline has
+ * passed (at most the largest node timeout), so node health and last_error
+ * reflect the whole of the last call. */
+void rl_session_settle(rl_session *s);
 
 /* Releases every held lock (each call bounded by the node timeouts), then
  * frees the client and the session. */
@@ -129,13 +144,14 @@ int rl_session_holds_any(rl_session *s);
  * nodes it was taken on, so this is refused (-1, why in err) while the
  * session holds any lock; on 0, no lock can be taken until
  * rl_session_nodes_done. Takes s->mu. */
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen);
+int rl_session_nodes_begin(rl_session *s, rl_error *err);
 
 /* Ends what rl_session_nodes_begin started. Takes s->mu. */
 void rl_session_nodes_done(rl_session *s);
 
-/* Copies the held locks into a new array (*out, count returned; -1 on OOM);
- * free it with rl_session_snapshot_free. */
+/* Copies the held locks into a new array (*out, count returned; -1 on OOM),
+ * each with its validity_ms as rl_session_validity would say it now; free
+ * it with rl_session_snapshot_free. */
 int rl_session_snapshot(rl_session *s, rl_held **out);
 void rl_session_snapshot_free(rl_held *rows, int n);
 
@@ -143,13 +159,15 @@ void rl_session_snapshot_free(rl_held *rows, int n);
  * out->res is NULL). Returns 0, or -1 when this session does not hold it. */
 int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out);
 
-/* rl_keeper.c: starts the auto-extension thread if it is not running and
- * wakes it to look at the held locks again. Returns 0, -1 when no thread
- * could be started. Caller holds s->mu. */
-int rl_keeper_kick(rl_session *s);
+/* ---- the auto-extension thread (rl_session_keeper.c) ---- */
 
-/* rl_keeper.c: stops the thread and waits for it (bounded by one extension
- * call). Caller does not hold s->mu. */
-void rl_keeper_stop(rl_session *s);
+/* Starts the thread if it is not running and wakes it to look at the held
+ * locks again. Returns 0, -1 when no thread could be started. Caller holds
+ * s->mu. */
+int rl_session_keeper_kick(rl_session *s);
+
+/* Stops the thread and waits for it (bounded by one extension call).
+ * Caller does not hold s->mu. */
+void rl_session_keeper_stop(rl_session *s);
 
 #endif

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl_client.h"
 
 static const char *type_name(int t) {
     switch (t) {
@@ -26,6 +25,18 @@ static int unexpected(const rl_reply *r, char *why, size_t whylen) {
     return RL_V_FAIL;
 }
 
+/* A vote state with its reason. */
+static int said(int state, char *why, size_t whylen, const char *reason) {
+    snprintf(why, whylen, "%s", reason);
+    return state;
+}
+
+/* A yes carrying a number (a fence number, a PTTL). */
+static int yes_with(long long *value, long long v) {
+    *value = v;
+    return RL_V_YES;
+}
+
 int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long long *value, char *why, size_t whylen) {
     *value = 0;
     why[0] = '\0';
@@ -39,49 +50,31 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         if (k > 0 && (size_t)k < whylen) rl_text_from_server(why + k, whylen - (size_t)k, r->str, r->len, sec);
         return RL_V_FAIL;
     }
+    int is_int = r->type == REDIS_REPLY_INTEGER;
     switch (kind) {
     case RL_K_ACQUIRE:
         if (r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0) return RL_V_YES;
-        if (r->type == REDIS_REPLY_NIL) {
-            snprintf(why, whylen, "held by someone else");
-            return RL_V_NO;
-        }
+        if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
-    case RL_K_ACQUIRE_FENCED:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-            *value = r->integer;
-            return RL_V_YES;
-        }
-        if (r->type == REDIS_REPLY_NIL) {
-            snprintf(why, whylen, "held by someone else");
-            return RL_V_NO;
-        }
+    case RL_K_ACQUIRE_FENCED: /* the new fence number */
+        if (is_int && r->integer > 0) return yes_with(value, r->integer);
+        if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
     case RL_K_RELEASE:
     case RL_K_EXTEND:
     case RL_K_CLEANUP:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-            snprintf(why, whylen, "not held with this token");
-            return RL_V_NO;
-        }
+        if (is_int && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
         return unexpected(r, why, whylen);
-    case RL_K_CHECK:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-            *value = r->integer; /* ms the key has left */
-            return RL_V_YES;
-        }
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-            snprintf(why, whylen, "not held with this token");
-            return RL_V_NO;
-        }
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
-            snprintf(why, whylen, "the key holds the token but has no expiry (not a lock this extension took)");
-            return RL_V_FAIL;
-        }
+    case RL_K_CHECK: /* the ms the key has left */
+        if (is_int && r->integer > 0) return yes_with(value, r->integer);
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
+        if (is_int && r->integer == -1)
+            return said(RL_V_FAIL, why, whylen,
+                        "the key holds the token but has no expiry (not a lock this extension took)");
         return unexpected(r, why, whylen);
     case RL_K_WRITEBACK:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
     }
     snprintf(why, whylen, "internal: unknown command kind");

@@ -1,4 +1,5 @@
-/* rl_keeper: the auto-extension thread of a session. It extends every lock
+/* rl_session_keeper: the auto-extension thread of a session (part of the
+ * rl_session module, declared in rl_session.h). It extends every lock
  * taken with auto_extend at about a third of its TTL, never touches SQLite,
  * never re-creates an expired lock (the extend script cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
@@ -83,14 +84,14 @@ static void extend_one(rl_session *s, int i) {
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + h->ttl_ms * 1000 / 3;
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
     if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
-        h->next_extend_us = now + ttl * 1000 / 3;
+        h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
         mark_lost(h, o.msg);
     } else if (h->valid_until_us <= now) {
@@ -125,7 +126,7 @@ static void *keeper_main(void *arg) {
     return NULL;
 }
 
-int rl_keeper_kick(rl_session *s) {
+int rl_session_keeper_kick(rl_session *s) {
     if (!s->keeper_running) {
         /* The thread takes no signal meant for the host process. */
         sigset_t all, old;
@@ -141,7 +142,7 @@ int rl_keeper_kick(rl_session *s) {
     return 0;
 }
 
-void rl_keeper_stop(rl_session *s) {
+void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
