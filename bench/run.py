@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+import many
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "sql-tests"))
@@ -546,7 +548,10 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
+    ap.add_argument("--only", choices=["many"], help="run only this section (many: the acquire_many rows)")
     a = ap.parse_args()
+    if a.only == "many":
+        return main_many(a)
     for f in (EXT, os.path.join(REPO, a.build, "driver"), os.path.join(REPO, a.build, "bare")):
         if not os.path.exists(f):
             raise SystemExit("bench: %s is missing; run make bench" % f)
@@ -565,6 +570,7 @@ def main():
     ho = handoff(b, nodes[:3], a.handoff_seconds)
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds)
+    mny = many.measure(EXT, [n.url for n in nodes[:3]], a.seconds, a.reps)
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in (1, 3, 5)] if s), None)
     cleanup()
 
@@ -678,6 +684,9 @@ def main():
         else:
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
+    mlines, mtgt = many.lines(mny)
+    L += mlines
+    targets.append(("1,000 names, acquire_many / single acquires", mtgt))
     L.append("Targets, from the ratios above:")
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
@@ -688,6 +697,23 @@ def main():
         else ""))
     print()
     print("\n".join(x for x in L if x is not None))
+
+
+def main_many(a):
+    """make bench BENCH_ARGS='--only many': the acquire_many rows alone, on 3 nodes."""
+    t_start = time.monotonic()
+    load0 = open("/proc/loadavg").read().split()[0]
+    head = machine()
+    print("bench: starting 3 redis-server nodes on loopback", flush=True)
+    nodes = [Node(i) for i in range(3)]
+    m = many.measure(EXT, [n.url for n in nodes], a.seconds, a.reps)
+    cleanup()
+    L = ["redlock bench: %s" % head, ""] + many.lines(m)[0]
+    load1 = open("/proc/loadavg").read().split()[0]
+    L.append("(took %.0f s; 1-minute load average %s at the start, %s at the end, on %d CPUs)"
+             % (time.monotonic() - t_start, load0, load1, os.cpu_count()))
+    print()
+    print("\n".join(L))
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_many(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_handover_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);

@@ -31,6 +31,8 @@ void redlock_state_unref(void *st);
 /* Registers the SQL functions; SQLITE_OK or an error code. */
 int redlock_register_functions(sqlite3 *db, redlock_state *st);
 
+/* Registers redlock_acquire_many and redlock_release_many; SQLITE_OK or an error code. */
+int redlock_register_many(sqlite3 *db, redlock_state *st);
 /* Registers redlock_detach and redlock_adopt; SQLITE_OK or an error code. */
 int redlock_register_handover_functions(sqlite3 *db, redlock_state *st);
 

@@ -19,6 +19,7 @@ Crashes and leaks in these paths are what `make test SANITIZE=1` (this file
 under ASan/UBSan) and `make valgrind` (its bad_input scenario) look for."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import json
 import os
 import shutil
 import sqlite3
@@ -188,6 +189,9 @@ def holder_ttl_kept(ctx, result):
 
 A2 = "SELECT redlock_acquire(?, ?)"
 A3 = "SELECT redlock_acquire(?, ?, ?)"
+AM2 = "SELECT redlock_acquire_many(?, ?)"
+RM1 = "SELECT redlock_release_many(?)"
+RM2 = "SELECT redlock_release_many(?, ?)"
 INS_URL = "INSERT INTO redlock_nodes(url) VALUES (?)"
 INS_COLS = "INSERT INTO redlock_nodes(host, port) VALUES (?, ?)"
 
@@ -425,6 +429,46 @@ CASES = [
      SqlErr("non-deterministic functions prohibited in index expressions"),
      hostile_db("CREATE TABLE t(x)", "CREATE INDEX i ON t(redlock_acquire(x, 10000))"),
      key_absent("bad:eidx")),
+    # -- several names at once: redlock_acquire_many / redlock_release_many -----
+    ("many_empty_array", AM2, ("[]", 1000), Err("resources_json is an empty array", "give at least one name")),
+    ("many_null", AM2, (None, 1000), Err("resources_json is NULL", "json_group_array")),
+    ("many_number", AM2, (42, 1000), Err("resources_json must be text holding a JSON array of names (got a number)")),
+    ("many_blob", AM2, (b"[]", 1000), Err("resources_json must be text holding a JSON array of names (got a blob)")),
+    ("many_not_json", AM2, ("[\"a\",", 1000), Err("resources_json is not valid JSON")),
+    ("many_bare_name", AM2, ("bad:r", 1000), Err("resources_json is not valid JSON")),
+    ("many_object", AM2, ('{"bad:r": 1}', 1000), Err("must be a JSON array of names, not a JSON object")),
+    ("many_string", AM2, ('"bad:r"', 1000), Err("must be a JSON array of names, not a JSON text")),
+    ("many_non_string", AM2, ('["bad:r", 7]', 1000),
+     Err("element 2 of resources_json is a JSON integer; every name must be a JSON string"), None, key_absent("bad:r")),
+    ("many_nested", AM2, ('["bad:r", ["x"]]', 1000), Err("element 2 of resources_json is a JSON array")),
+    ("many_null_element", AM2, ('["bad:r", null]', 1000), Err("element 2 of resources_json is a JSON null")),
+    ("many_duplicate", AM2, ('["bad:r", "bad:s", "bad:r"]', 1000), Err("'bad:r' is in the list twice"), None,
+     key_absent("bad:s")),
+    ("many_empty_name", AM2, ('["bad:r", ""]', 1000), Err("element 2 of resources_json is an empty name")),
+    ("many_nul_escape", AM2, ('["bad:r\\u0000x"]', 1000), Err("contains \\u0000 (a NUL character)"), None,
+     key_absent("bad:r")),
+    ("many_escaped_backslash_u0000", AM2, ('["bad:r\\\\u0000"]', 1000), Val(TOKEN), None,
+     holds_key("bad:r\\u0000")),
+    ("many_over_limit", AM2, (lambda ctx: (json.dumps(["bad:%d" % i for i in range(10001)]), 1000)),
+     Err("more than 10000 names", "split the set")),
+    ("many_name_too_long", AM2, (json.dumps(["bad:r", "x" * (LIMIT + 1)]), 1000),
+     Err("name 2 of the list", "key_prefix plus resource may be at most 65536 bytes"), None, key_absent("bad:r")),
+    ("many_ttl_zero", AM2, ('["bad:r"]', 0), Err(TTL_MSG)),
+    ("many_ttl_text", AM2, ('["bad:r"]', "10"), Err(TTL_MSG)),
+    ("many_wait_negative", "SELECT redlock_acquire_many(?, ?, ?)", ('["bad:r"]', 1000, -1), Err(WAIT_MSG)),
+    ("many_holds_held_name", AM2, (json.dumps(["bad:s", HELD]), 1000), Val(None), None, key_absent("bad:s")),
+    ("many_already_listed", AM2, ('["bad:s", "bad:mine"]', 1000), Err("'bad:mine' (name 2 of the list) is already listed"),
+     setup_own("bad:mine"), key_absent("bad:s")),
+    ("many_three_arguments_release", "SELECT redlock_release_many('[]', 'a', 'b')", (),
+     SqlErr("wrong number of arguments to function redlock_release_many()")),
+    ("many_one_argument_acquire", "SELECT redlock_acquire_many('[]')", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_many()")),
+    ("release_many_empty", RM1, ("[]",), Err("resources_json is an empty array")),
+    ("release_many_not_array", RM1, ("{}",), Err("must be a JSON array of names, not a JSON object")),
+    ("release_many_token_null", RM2, ('["bad:r"]', None), Err("token is NULL")),
+    ("release_many_token_blob", RM2, ('["bad:r"]', b"\x00"), Err("token must be the text redlock_acquire_many returned")),
+    ("release_many_someone_elses", RM2, (json.dumps([HELD]), FOREIGN_TOKEN), Val(0)),
+    ("release_many_not_held", RM1, (json.dumps([HELD]),), Val(None)),
 ]
 
 

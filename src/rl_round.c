@@ -95,6 +95,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * count (WRONGPASS is a vote against, like any error reply). */
     if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
+    if ((state == RL_V_YES || state == RL_V_NO) && r->inspect &&
+        r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)
+        state = RL_V_FAIL;
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
     set_vote(r, v, state, why);
@@ -265,7 +268,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
                      (long long)((next - now + 999) / 1000), owes ? " at most, or as soon as it answers" : "");
             set_vote(r, v, RL_V_FAIL, why);
             /* A release still reaches a stalled node, behind whatever it owes. */
-            if (r->kind == RL_K_RELEASE && stale_takes_cleanup(node)) {
+            if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
                 rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
                 rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
             }
@@ -305,6 +308,20 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
          * key holds another token) and nodes not asked are skipped. */
         if (v->state == RL_V_YES || v->state == RL_V_PENDING || (v->state == RL_V_FAIL && !v->timed_out))
             conn = node->conn;
+        else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
+        if (!conn || conn->broken) continue;
+        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        rl_conn_send(conn, &tag, argc, argv, lens);
+    }
+}
+
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_vote *v = &r->votes[i];
+        rl_node *node = c->nodes[i];
+        rl_conn *conn = NULL;
+        if (v->state == RL_V_PENDING) conn = node->conn;
         else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
         if (!conn || conn->broken) continue;
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);

@@ -32,6 +32,11 @@ typedef struct rl_round {
                                    quorum (release, extend: "not ours any more") */
     const char *secret;         /* the token the command carries: masked in */
     size_t secretlen;           /* what the nodes answer (rl_text.h) */
+    /* Optional: sees each reply of this round that would count as a yes or
+     * a no, before it counts, to read what it carries; returns 0, or -1
+     * with a reason in why to count it as a failure instead. */
+    int (*inspect)(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen);
+    void *inspect_ctx;
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;
@@ -48,6 +53,11 @@ void rl_round_run(rl_client *c, rl_round *r);
  * may hold the key after round r (said yes, did not answer, or timed out),
  * without waiting for any reply. */
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
+
+/* Sends a command, without waiting for any reply, to every node whose
+ * answer to round r had not come when it was decided: still pending, or
+ * timed out (queued on its stalled connection). */
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
 
 /* Polls every connection for up to wait_us (0: just what is ready), reading
  * late replies and noticing stalled or broken nodes. Caller holds c->mu. */

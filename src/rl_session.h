@@ -16,6 +16,7 @@
 
 #include "rl_client.h"
 #include "rl_lock.h"
+#include "rl_many.h"
 
 /* How long after an extension the keeper extends a lock again: a third of
  * its TTL, so two more tries fit before it would expire. */
@@ -99,6 +100,24 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
  * extended: RL_REFUSED. */
 rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                             int64_t ttl_ms, int *not_held, rl_outcome *out);
+
+/* Takes every name of res[0..n) or none (rl_many_acquire), with one token;
+ * each name is then held as if acquired alone (its own row, fence,
+ * auto-extension and release). A name this session lists already (held,
+ * expired or lost) makes it RL_MISUSE, before any Redis call. */
+rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
+                                  int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Releases names res[0..n) with one script per node. With token NULL: for
+ * each name this session holds, as rl_session_release without a token does
+ * (one hold given back, the lock deleted when its last hold goes); names it
+ * does not hold are skipped, and *none_held is set when it holds none of
+ * them. With a token: every name's key that still holds that token, as
+ * rl_session_release with a token does. *released counts the names released
+ * (or with a hold given back). RL_OK, or an error status with out->msg (some
+ * name undecided: too few nodes answered). */
+rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, const size_t *lens, const char *token,
+                                  size_t toklen, int *released, int *none_held, rl_outcome *out);
 
 /* To be called first by every entry from the host (SQL function, table,
  * close). In a child process after fork(), the session starts clean: the

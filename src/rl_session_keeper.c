@@ -31,12 +31,13 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-/* The held lock on res with token: two names may hold one token (adopt
- * takes any key that holds it), so the token alone does not say which. */
-static int find_lock(const rl_session *s, const char *res, size_t reslen, const char *token) {
+/* The held lock on res with token: several names taken together share
+ * one token (and adopt takes any key that holds a token), so the token
+ * alone does not say which. */
+static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
     for (int i = 0; i < s->nheld; i++)
-        if (s->held[i].reslen == reslen && memcmp(s->held[i].res, res, reslen) == 0 &&
-            memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0)
+        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
+            memcmp(s->held[i].res, res, reslen) == 0)
             return i;
     return -1;
 }
@@ -74,7 +75,7 @@ static void extend_one(rl_session *s, int i) {
     rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
 
     pthread_mutex_lock(&s->mu);
-    i = find_lock(s, res, reslen, token);
+    i = find_held(s, res, reslen, token);
     free(res);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];

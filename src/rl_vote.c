@@ -60,9 +60,43 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         if (is_int && r->integer > 0) return yes_with(value, r->integer);
         if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_MANY:
+        /* {1, fences...}: all set; {0, i}: key i exists, nothing set. The
+         * caller checks the count of fences (rl_round.inspect). */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
+            const rl_reply *head = r->element[0];
+            if (head->integer == 1) {
+                for (size_t k = 1; k < r->elements; k++)
+                    if (r->element[k]->type != REDIS_REPLY_INTEGER || r->element[k]->integer <= 0)
+                        return unexpected(r->element[k], why, whylen);
+                return yes_with(value, (long long)r->elements - 1);
+            }
+            if (head->integer == 0 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
+                r->element[1]->integer >= 1) {
+                *value = r->element[1]->integer;
+                return said(RL_V_NO, why, whylen, "held by someone else");
+            }
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_RELEASE_MANY:
+        /* One '1' (deleted) or '0' (not ours) per key; the caller checks the count. */
+        if (r->type == REDIS_REPLY_STRING && r->len > 0) {
+            long long deleted = 0;
+            for (size_t k = 0; k < r->len; k++) {
+                if (r->str[k] != '0' && r->str[k] != '1') return unexpected(r, why, whylen);
+                deleted += r->str[k] == '1';
+            }
+            return yes_with(value, deleted);
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_CLEANUP:
+        /* A cleanup of several keys (or the write-back sent to late nodes
+         * of a set) answers how many it deleted, or 1. */
+        if (is_int && r->integer >= 1) return RL_V_YES;
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
+        return unexpected(r, why, whylen);
     case RL_K_RELEASE:
     case RL_K_EXTEND:
-    case RL_K_CLEANUP:
         if (is_int && r->integer == 1) return RL_V_YES;
         if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
         return unexpected(r, why, whylen);
