@@ -400,6 +400,10 @@ static void check_body(rl_client *c, const keys *k, const char *token, size_t to
         if (kind > 0 && kind - 1 > res->shared_k) res->shared_k = kind - 1;
         if (least == 0 || ms < least) least = ms;
     }
+    /* A PTTL beyond any TTL set here (another client's PEXPIRE, a hostile
+     * node) would overflow the µs arithmetic; the key lives at least the
+     * longest TTL, so that is a safe lower bound. */
+    if (least > RL_TTL_MAX_MS) least = RL_TTL_MAX_MS;
     int64_t validity = rl_lock_validity_us(c, least, r.start_us, r.end_us);
     if (least > c->max_ttl_ms) c->max_ttl_ms = least;
     if (validity > 0) {

@@ -66,7 +66,8 @@
  * token, else 0; on a shared lock, the ms its holder with the token has
  * left on the node's clock (0 when gone or expired) plus (max_holders + 1)
  * times 2^32, so the caller learns the kind and the limit (RL_CHECK_*);
- * 0 on a key of any other type. Reads only: the lock is neither lengthened nor shortened.
+ * 0 on a key of any other type. An exclusive lock's PTTL is capped below
+ * 2^31, so it never reads as a shared holder's answer. Reads only: the lock is neither lengthened nor shortened.
  * A key without expiry answers -1 (never made by this extension). */
 #define RL_SCRIPT_CHECK \
     "local ty = redis.call('type',KEYS[1]).ok " \
@@ -77,7 +78,7 @@
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
     "return (tonumber(sc) - now) + (k + 1) * 4294967296 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
-    "return redis.call('pttl',KEYS[1])"
+    "local t = redis.call('pttl',KEYS[1]) if t > 2147483647 then t = 2147483647 end return t"
 
 /* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] token,
  * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit). Adds a shared holder

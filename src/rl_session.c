@@ -396,7 +396,11 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&s->mu);
-    int i = find(s, res, reslen);
+    int i;
+    /* An extend of the keeper's on its way would set the old TTL again
+     * after the token is handed on, cutting back a longer extend made with
+     * it meanwhile: wait for it (one round, bounded by timeout_ms). */
+    while ((i = find(s, res, reslen)) >= 0 && s->held[i].inflight_until_us != 0) pthread_cond_wait(&s->wake, &s->mu);
     if (i < 0) {
         pthread_mutex_unlock(&s->mu);
         *not_held = 1;
@@ -405,7 +409,7 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     }
     /* Every hold goes with it: from now on the lock is the token's, not this
      * session's. Forgotten before anything else, so the keeper lets go of it
-     * at once (an extend already on its way only sets the TTL it had). */
+     * at once. */
     char mine[RL_TOKEN_LEN + 1];
     memcpy(mine, s->held[i].token, sizeof mine);
     int64_t left = left_ms(&s->held[i]);

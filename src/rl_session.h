@@ -145,7 +145,8 @@ void rl_session_check_fork(rl_session *s);
  * forgets it with all its holds (no release at the end, no auto-extension,
  * not listed) and token receives its token (RL_OK). RL_MISUSE with
  * *not_held set when it holds none; RL_REFUSED when the lock's validity had
- * ended or it was lost (what is left of it is deleted, as by extend). */
+ * ended or it was lost (what is left of it is deleted, as by extend). An
+ * extend of the keeper's on its way is waited for first (one round). */
 rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
                             int *not_held, rl_outcome *out);
 
