@@ -65,9 +65,10 @@
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
  * token, else 0; on a shared lock, the ms its holder with the token has
  * left on the node's clock (0 when gone or expired) plus (max_holders + 1)
- * times 2^32, so the caller learns the kind and the limit (RL_CHECK_*);
- * 0 on a key of any other type. An exclusive lock's PTTL is capped below
- * 2^31, so it never reads as a shared holder's answer. Reads only: the lock is neither lengthened nor shortened.
+ * times 2^32, so the caller learns the kind and the limit (rl_lock.c,
+ * CHECK_KIND_SHIFT); 0 on a key of any other type. An exclusive lock's PTTL
+ * is capped below 2^31, so it never reads as a shared holder's answer.
+ * Reads only: the lock is neither lengthened nor shortened.
  * A key without expiry answers -1 (never made by this extension). */
 #define RL_SCRIPT_CHECK \
     "local ty = redis.call('type',KEYS[1]).ok " \
