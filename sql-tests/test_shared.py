@@ -395,3 +395,18 @@ def test_detach_and_adopt_shared_3n():
     eq(value(b, "SELECT redlock_release('hand')"), 1, "the adopted hold is released")
     for node in c:
         check(tok not in members(node, "hand"), "released on %s" % node.addr)
+
+
+def test_adopt_of_a_limited_hold_needs_the_limits_quorum_3n():
+    """A k = 2 hold on 3 nodes counts only on all 3 (q = 3). Once one node
+    has lost it, adopt must not take it: on 2 nodes it no longer keeps a
+    third holder out."""
+    c = h.shared_cluster(3)
+    a, b = h.connect(c), h.connect(c)
+    tok = is_token(value(a, "SELECT redlock_acquire_shared('lim-adopt', 20000, 0, 2)"))
+    eq(value(a, "SELECT redlock_detach('lim-adopt')"), tok, "detach gives the token")
+    h.wait_until(lambda: all(tok in members(n, "lim-adopt") for n in c), 5, what="the hold on every node")
+    eq(c[2].cmd("ZREM", "lim-adopt", tok), 1, "one node loses the hold")
+    eq(value(b, "SELECT redlock_adopt('lim-adopt', ?)", tok), None,
+       "a k = 2 hold on 2 of 3 nodes is not adopted")
+    eq(value(b, "SELECT count(*) FROM redlock_locks"), 0, "nothing adopted")

@@ -370,9 +370,10 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     return by_token(c, res, reslen, token, toklen, out, release_body, NULL);
 }
 
-/* What check_body reports: ms left and the kind (see rl_lock_check_kind). */
+/* What check_body needs and reports: the quorum; ms left and the kind (see rl_lock_check). */
 typedef struct check_result {
     int64_t ttl_left_ms, shared_k;
+    int quorum; /* yes votes needed; 0: the client's majority */
 } check_result;
 
 #define CHECK_KIND_SHIFT 32 /* RL_SCRIPT_CHECK: (max_holders + 1) << 32 marks a shared holder */
@@ -382,6 +383,7 @@ static void check_body(rl_client *c, const keys *k, const char *token, size_t to
     check_result *res = arg;
     const char *argv[] = {"EVAL", RL_SCRIPT_CHECK, "1", k->key, token};
     size_t lens[] = {4, sizeof RL_SCRIPT_CHECK - 1, 1, k->keylen, toklen};
+    if (res->quorum > out->quorum) out->quorum = res->quorum;
     rl_round r = {.kind = RL_K_CHECK, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum,
                   .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
     rl_round_run(c, &r);
@@ -417,15 +419,9 @@ static void check_body(rl_client *c, const keys *k, const char *token, size_t to
     }
 }
 
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out) {
-    int64_t shared_k;
-    return rl_lock_check_kind(c, res, reslen, token, toklen, ttl_left_ms, &shared_k, out);
-}
-
-rl_status rl_lock_check_kind(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                             int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out) {
-    check_result r = {0, -1};
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out) {
+    check_result r = {0, -1, quorum};
     rl_status st = by_token(c, res, reslen, token, toklen, out, check_body, &r);
     *ttl_left_ms = r.ttl_left_ms;
     *shared_k = r.shared_k;

@@ -75,19 +75,16 @@ int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us
 rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out);
 rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what);
 /* Asks every node whether the key still holds token and for how long, and
- * changes nothing. RL_OK when it does on a quorum, with the validity that
- * the least PTTL of the yes votes (at most RL_TTL_MAX_MS) leaves (computed
- * as for acquire: less the time the call took and the drift allowance for
- * that PTTL) and that PTTL in *ttl_left_ms; RL_REFUSED when not ours on a
- * quorum or no validity is left. */
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out);
-
-/* As rl_lock_check; *shared_k is -1 when the token holds the key itself (an
- * exclusive lock), else the max_holders (0: none) of the shared lock whose
- * holder it is. */
-rl_status rl_lock_check_kind(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                             int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
+ * changes nothing. RL_OK when it does on quorum nodes (0: the client's
+ * majority), with the validity that the least PTTL of the yes votes (at
+ * most RL_TTL_MAX_MS) leaves (computed as for acquire: less the time the
+ * call took and the drift allowance for that PTTL) and that PTTL in
+ * *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
+ * left. *shared_k is -1 when the token holds the key itself (an exclusive
+ * lock), else the max_holders (0: none) of the shared lock whose holder it
+ * is. */
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
 
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);

@@ -468,7 +468,12 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
     int64_t ttl_left, shared_k;
-    rl_status st = rl_lock_check_kind(s->client, res, reslen, token, toklen, &ttl_left, &shared_k, out);
+    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, 0, &ttl_left, &shared_k, out);
+    /* A holder of a limited shared lock counts only on its limit's quorum,
+     * which may be more than a majority: look again with that many. */
+    int limit_quorum = st == RL_OK && shared_k > 0 ? rl_shared_client_quorum(s->client, shared_k) : 0;
+    if (limit_quorum > out->quorum)
+        st = rl_lock_check(s->client, res, reslen, token, toklen, limit_quorum, &ttl_left, &shared_k, out);
     if (st != RL_OK) return st;
     char tok[RL_TOKEN_LEN + 1];
     memcpy(tok, token, RL_TOKEN_LEN);
