@@ -361,7 +361,8 @@ static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_str_appendall(js, ",\"nodes\":[");
     for (int i = 0; i < h.nnodes; i++) sqlite3_str_appendf(js, "%s%lld", i ? "," : "", (long long)h.node_ids[i]);
     sqlite3_str_appendall(js, "]");
-    if (h.has_details) {
+    if (h.holders >= 0) sqlite3_str_appendf(js, ",\"kind\":\"shared\",\"holders\":%lld", h.holders);
+    else if (h.has_details) {
         sqlite3_str_appendall(js, ",\"kind\":");
         json_text(js, h.kind);
         sqlite3_str_appendall(js, ",\"host\":");

@@ -109,3 +109,21 @@ def test_no_quorum_is_an_error_3n():
         cl[0].kill9()
         cl[1].kill9()
         h.redlock_error(con, "SELECT redlock_holder('nq')", contains=("could not tell who holds 'nq'", "node 1"))
+
+
+def test_shared_lock_shows_kind_and_holders_3n():
+    c = h.shared_cluster(3)
+    a, b, w = h.connect(c), h.connect(c), h.connect(c)
+    is_token(value(a, "SELECT redlock_acquire_shared('sh', 10000)"))
+    is_token(value(b, "SELECT redlock_acquire_shared('sh', 10000)"))
+    h.settle(a, b)
+    j = holder(w, "sh")
+    eq((j["kind"], j["holders"]), ("shared", 2), "kind and number of holders")
+    eq(sorted(j["nodes"]), [1, 2, 3], "nodes")
+    check(0 < j["ttl_ms"] <= 10000, "ttl_ms %r" % j["ttl_ms"])
+    check("host" not in j, "no per-holder details for shared holds: %r" % j)
+    eq(value(a, "SELECT redlock_release('sh')"), 1, "a releases")
+    h.settle(a)
+    eq(holder(w, "sh")["holders"], 1, "one holder left")
+    eq(value(b, "SELECT redlock_release('sh')"), 1, "b releases")
+    eq(holder(w, "sh"), None, "free")

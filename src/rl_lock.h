@@ -117,6 +117,8 @@ typedef struct rl_holder {
     long long pid;
     long long since_ms;     /* Unix ms of the acquisition */
     char kind[16];
+    long long holders;      /* a shared lock: the fewest live holders over its
+                               nodes; -1 for an exclusive lock */
 } rl_holder;
 
 void rl_holder_clear(rl_holder *h);

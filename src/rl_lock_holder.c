@@ -37,7 +37,7 @@ void rl_holder_clear(rl_holder *h) {
     memset(h, 0, sizeof *h);
 }
 
-/* A whole number of at most 19 digits, or -1. */
+/* A whole number of at most 18 digits, or -1. */
 static long long number(const char *s, size_t n) {
     if (n == 0 || n > 18) return -1;
     long long v = 0;
@@ -131,6 +131,7 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     if (best < 0 || best_n < o->quorum) goto done;
     out->held = 1;
     out->ttl_ms = INT64_MAX;
+    out->holders = -1;
     size_t il = id_len(votes[best].why);
     for (int j = 0; j < c->n; j++) {
         rl_vote *v = &votes[j];
@@ -138,7 +139,13 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
             continue;
         out->node_ids[out->nnodes++] = c->nodes[j]->id;
         if (v->value >= 0 && v->value < out->ttl_ms) out->ttl_ms = v->value;
-        if (!out->has_details && v->why[il] == 0x1f) parse_details(v->why + il + 1, out);
+        if (il == 4 && memcmp(v->why, "zset", 4) == 0) { /* a shared lock: its live holders */
+            long long n = v->why[il] == 0x1f ? number(v->why + il + 1, strlen(v->why + il + 1)) : -1;
+            if (n >= 0 && (out->holders < 0 || n < out->holders)) out->holders = n;
+            snprintf(out->kind, sizeof out->kind, "shared");
+        } else if (!out->has_details && v->why[il] == 0x1f) {
+            parse_details(v->why + il + 1, out);
+        }
     }
     if (out->ttl_ms == INT64_MAX) out->ttl_ms = -1;
 done:

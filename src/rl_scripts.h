@@ -207,10 +207,12 @@
 
 /* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key. Returns
  * {pttl of the lock key, an identity of its value that is no token (the
- * SHA1 of a string, else the key's type), the details or false}. */
+ * SHA1 of a string, else the key's type), the details or false; for a
+ * shared lock (a sorted set) its number of live holders instead}. */
 #define RL_SCRIPT_HOLDER_READ \
-    "local t = redis.call('type',KEYS[1]).ok local id = t " \
-    "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) end " \
-    "return {redis.call('pttl',KEYS[1]), id, redis.call('get',KEYS[2])}"
+    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) " \
+    "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
+    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) end " \
+    "return {redis.call('pttl',KEYS[1]), id, d}"
 
 #endif
