@@ -21,10 +21,10 @@ typedef struct keys {
     size_t keylen, fkeylen, chanlen;
 } keys;
 
+/* The three names share one allocation, owned by key. */
 static void keys_free(keys *k) {
     free(k->key);
-    free(k->fkey);
-    free(k->chan);
+    k->key = k->fkey = k->chan = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -33,20 +33,32 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
-    k->key = malloc(k->keylen + 1);
-    k->fkey = malloc(k->fkeylen + 1);
-    k->chan = malloc(k->chanlen + 1);
-    if (!k->key || !k->fkey || !k->chan) {
-        keys_free(k);
-        return -1;
-    }
+    k->key = malloc(k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1);
+    if (!k->key) return -1;
+    k->fkey = k->key + k->keylen + 1;
+    k->chan = k->fkey + k->fkeylen + 1;
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
     memcpy(k->fkey + k->keylen, FENCE_SUFFIX, sl);
     memcpy(k->chan, k->key, k->keylen);
     memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
+    k->key[k->keylen] = k->fkey[k->fkeylen] = k->chan[k->chanlen] = '\0';
     return 0;
+}
+
+/* v (>= 0) in decimal into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. On every acquire, where snprintf cost more than the rest of
+ * building the command. */
+static size_t decimal(char *buf, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v > 0 ? (uint64_t)v : 0;
+    do *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    size_t n = (size_t)(tmp + sizeof tmp - p);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return n;
 }
 
 /* The compare-and-delete command for key k and token into argv/lens: with
@@ -166,13 +178,11 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         }
         int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
         char ttl[32], fttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        size_t ttllen = decimal(ttl, ttl_ms), fttllen = decimal(fttl, fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
-        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, strlen(ttl)};
+        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
         const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
-        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, strlen(ttl),
-                           strlen(fttl)};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
                       .argc = fenced ? 8 : 6,
