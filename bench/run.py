@@ -23,14 +23,18 @@ import sys
 import tempfile
 import time
 
+import many
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "sql-tests"))
+import harness as h  # noqa: E402  (redis-server nodes and the RESP client, shared with the tests)
+
 EXT = os.path.join(REPO, "redlock.so")
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 SQLITE3 = shutil.which("sqlite3", path="/usr/bin:/bin") or "sqlite3"
 
 # --------------------------------------------------------------------------
-# redis-server nodes: started here, always stopped here
+# processes started here (the nodes are the harness's), always stopped here
 # --------------------------------------------------------------------------
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -61,6 +65,7 @@ def cleanup():
             except (OSError, subprocess.TimeoutExpired):
                 pass
     _children.clear()
+    h.terminate_all()
     shutil.rmtree(TMP, ignore_errors=True)
 
 
@@ -74,41 +79,13 @@ for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
 
 
 def resp(port, *args, timeout=2.0):
-    """Sends one command to 127.0.0.1:port, returns the decoded reply."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(out)
-        f = s.makefile("rb")
-
-        def read():
-            line = f.readline()
-            if not line:
-                raise OSError("connection closed")
-            t, rest = line[:1], line[1:-2]
-            if t == b"+":
-                return rest.decode()
-            if t == b"-":
-                raise RuntimeError(rest.decode())
-            if t == b":":
-                return int(rest)
-            if t == b"$":
-                n = int(rest)
-                return None if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
-            if t == b"*":
-                n = int(rest)
-                return None if n < 0 else [read() for _ in range(n)]
-            raise OSError("bad reply %r" % line)
-
-        return read()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Sends one command to 127.0.0.1:port with the harness's RESP client;
+    returns the decoded reply (an error reply raises harness.RedisError)."""
+    c = h.Resp("127.0.0.1", port, timeout=timeout)
+    try:
+        return c.cmd(*args)
+    finally:
+        c.close()
 
 
 def make_certs():
@@ -129,48 +106,28 @@ def make_certs():
     return ca, crt, key
 
 
-class Node:
+class Node(h.RedisNode):
+    """A harness redis-server node; with certs the same server also serves
+    TLS on a second port, so the TLS rows and the plain ones measure the
+    same processes."""
+
     def __init__(self, idx, certs=None):
         self.idx = idx
         self.certs = certs
-        for _ in range(5):
-            self.port = free_port()
-            # With certs, the same server also serves TLS on a second port:
-            # the TLS rows and the plain ones measure the same processes.
-            self.tls_port = free_port() if certs else None
-            tls = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs[1], "--tls-key-file", certs[2],
-                   "--tls-ca-cert-file", certs[0], "--tls-auth-clients", "no"] if certs else []
-            self.proc = spawn(
-                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", TMP, "--logfile", os.path.join(TMP, "redis-%d.log" % self.port)] + tls,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    if resp(self.port, "PING", timeout=0.2) == "PONG":
-                        return
-                except OSError:
-                    time.sleep(0.02)
-            self.proc.kill()
-            self.proc.wait()
-        raise SystemExit("bench: could not start redis-server")
-
-    def stop(self):
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        self.tls_port = h.free_port() if certs else None
+        tls = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs[1], "--tls-key-file", certs[2],
+               "--tls-ca-cert-file", certs[0], "--tls-auth-clients", "no"] if certs else []
+        super().__init__(extra_args=tls)
 
     def cont(self):
-        os.kill(self.proc.pid, signal.SIGCONT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if resp(self.port, "PING", timeout=1) == "PONG":
-                    return
-            except OSError:
-                time.sleep(0.05)
+        super().cont()
+        h.wait_until(self._answers, 10, what="redis %d to answer after SIGCONT" % self.port)
 
-    @property
-    def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+    def _answers(self):
+        try:
+            return resp(self.port, "PING", timeout=1) == "PONG"
+        except OSError:
+            return False
 
     @property
     def tls_url(self):
@@ -178,7 +135,7 @@ class Node:
 
     @property
     def hostport(self):
-        return "127.0.0.1:%d" % self.port
+        return self.addr
 
 
 # --------------------------------------------------------------------------
@@ -230,6 +187,8 @@ class Bench:
             t = 0.0
             for n in nodes:
                 info = resp(n.port, "INFO", "cpu", timeout=5)
+                if isinstance(info, bytes):
+                    info = info.decode(errors="replace")
                 for line in (info or "").splitlines():
                     k, _, v = line.partition(":")
                     if k in ("used_cpu_sys", "used_cpu_user"):
@@ -237,13 +196,13 @@ class Bench:
             return t
         try:
             before = total()
-        except (OSError, RuntimeError, ValueError):
+        except Exception:  # noqa: BLE001 (no server figure is better than no run)
             before = None
         r = run()
         if before is not None and "cycles" in r:
             try:
                 r["srv_us"] = (total() - before) * 1e6 / (r["cycles"] + warmup)
-            except (OSError, RuntimeError, ValueError):
+            except Exception:  # noqa: BLE001
                 pass
         return r
 
@@ -398,7 +357,7 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
         numpat = resp(nodes[0].port, "PUBSUB", "NUMPAT")
         if chans or numpat:
             wake = "pub/sub (%d channel(s), %d pattern(s) subscribed on node 1 mid-run)" % (len(chans), numpat)
-    except (OSError, RuntimeError):
+    except (OSError, h.RedisError):
         pass
     events, errors = [], []
     for i, p in enumerate(ps):
@@ -583,7 +542,7 @@ def cpu_model():
 
 def machine():
     model = cpu_model()
-    redis_v = subprocess.run([REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.split()
+    redis_v = subprocess.run([h.REDIS_SERVER, "--version"], capture_output=True, text=True).stdout.split()
     redis_v = next((w[2:] for w in redis_v if w.startswith("v=")), "?")
     sqlite_v = subprocess.run([SQLITE3, "--version"], capture_output=True, text=True).stdout.split()[:1]
     return "%d CPUs (nproc), %s; Linux %s; redis %s; sqlite3 %s" % (
@@ -634,14 +593,17 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
-    ap.add_argument("--only", default="healthy,tls,hung,handoff,memory",
-                    help="comma-separated parts to run: healthy, tls, hung, handoff, memory (default: all)")
+    ap.add_argument("--only", default="healthy,tls,hung,handoff,memory,many",
+                    help="comma-separated parts to run: healthy, tls, hung, handoff, memory, many (default: all; "
+                         "many alone runs the acquire_many rows on 3 nodes)")
     ap.add_argument("--nodes", default="1,3,5", help="node counts of the healthy rows (default 1,3,5)")
     a = ap.parse_args()
     parts = set(x.strip() for x in a.only.split(",") if x.strip())
-    bad = parts - {"healthy", "tls", "hung", "handoff", "memory"}
+    bad = parts - {"healthy", "tls", "hung", "handoff", "memory", "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
+    if parts == {"many"}:
+        return main_many(a)
     try:
         counts = tuple(int(x) for x in a.nodes.split(",") if x.strip())
     except ValueError:
@@ -666,6 +628,7 @@ def main():
     ho = handoff(b, nodes[:3], a.handoff_seconds) if "handoff" in parts else None
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok and ho is not None else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds) if "memory" in parts else None
+    mny = many.measure(EXT, [n.url for n in nodes[:3]], a.seconds, a.reps) if "many" in parts else None
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in counts] if s), None)
     cleanup()
 
@@ -802,6 +765,10 @@ def main():
         else:
             L.append("  growth %+d KiB over 1,000,000 cycles (%+d KiB in the second half)   %s" % (grow, second, tgt))
         L.append("  the sqlite3 shell itself ran %.0f cycles/s here (generate_series, one statement per half)" % mem["rate"])
+    if mny is not None:
+        mlines, mtgt = many.lines(mny)
+        L += mlines
+        targets.append(("1,000 names, acquire_many / single acquires", mtgt))
     L.append("Targets, from the medians above (CPU: %s):" % cpu_model())
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
@@ -812,6 +779,23 @@ def main():
         else ""))
     print()
     print("\n".join(x for x in L if x is not None))
+
+
+def main_many(a):
+    """make bench BENCH_ARGS='--only many': the acquire_many rows alone, on 3 nodes."""
+    t_start = time.monotonic()
+    load0 = open("/proc/loadavg").read().split()[0]
+    head = machine()
+    print("bench: starting 3 redis-server nodes on loopback", flush=True)
+    nodes = [Node(i) for i in range(3)]
+    m = many.measure(EXT, [n.url for n in nodes], a.seconds, a.reps)
+    cleanup()
+    L = ["redlock bench: %s" % head, ""] + many.lines(m)[0]
+    load1 = open("/proc/loadavg").read().split()[0]
+    L.append("(took %.0f s; 1-minute load average %s at the start, %s at the end, on %d CPUs)"
+             % (time.monotonic() - t_start, load0, load1, os.cpu_count()))
+    print()
+    print("\n".join(L))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ void redlock_state_unref(void *p) {
 }
 
 void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
-    char msg[1200];
+    char msg[RL_ERR_MAX + 200]; /* "redlock: ", a context, and an engine message */
     va_list ap;
     va_start(ap, fmt);
     int k = snprintf(msg, sizeof msg, "redlock: ");
@@ -34,16 +34,28 @@ void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
     sqlite3_result_error(ctx, msg, -1);
 }
 
+int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_free(vt->zErrMsg);
+    vt->zErrMsg = msg ? sqlite3_mprintf("redlock: %s", msg) : NULL;
+    sqlite3_free(msg);
+    if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
+    return SQLITE_ERROR;
+}
+
 /* Adds the nodes listed in REDLOCK_NODES, or the default node. */
 static int seed_nodes(redlock_state *st, char **pzErrMsg) {
     const char *env = getenv("REDLOCK_NODES");
-    rl_client *c = st->session->client;
-    char err[300];
+    rl_client *c = rl_session_client(st->session);
+    rl_error err;
     if (!env) {
         rl_endpoint ep = {.host = "127.0.0.1", .port = 6379};
         st->default_nodes = 1;
-        if (rl_client_add_node(c, &ep, 0, err, sizeof err) > 0) return SQLITE_OK;
-        *pzErrMsg = sqlite3_mprintf("redlock: default node 127.0.0.1:6379: %s", err);
+        if (rl_client_add_node(c, &ep, 0, &err) > 0) return SQLITE_OK;
+        *pzErrMsg = sqlite3_mprintf("redlock: default node 127.0.0.1:6379: %s", err.msg);
         return SQLITE_ERROR;
     }
     const char *p = env;
@@ -55,9 +67,9 @@ static int seed_nodes(redlock_state *st, char **pzErrMsg) {
         while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
         if (n) {
             rl_endpoint ep;
-            if (rl_endpoint_parse_url(s, n, &ep, err, sizeof err) != 0 || rl_client_add_node(c, &ep, 0, err, sizeof err) < 0) {
+            if (rl_endpoint_parse_url(s, n, &ep, &err) != 0 || rl_client_add_node(c, &ep, 0, &err) < 0) {
                 rl_endpoint_clear(&ep);
-                *pzErrMsg = sqlite3_mprintf("redlock: REDLOCK_NODES: %s", err);
+                *pzErrMsg = sqlite3_mprintf("redlock: REDLOCK_NODES: %s", err.msg);
                 return SQLITE_ERROR;
             }
             rl_endpoint_clear(&ep);
@@ -96,9 +108,11 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         free(st);
         return SQLITE_NOMEM;
     }
-    rl_client_set_cancel(st->session->client, interrupted, db);
+    rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_many(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_handover_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));

@@ -10,76 +10,81 @@
 #include <string.h>
 
 #include "redlock_guard.h"
+#include "redlock_txn.h"
 #include "rl_settings.h"
 
 SQLITE_EXTENSION_INIT3
 
-/* Reads the resource argument; NULL (with an error set) when unusable. */
-static const char *arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+/* The text of argument v (its bytes in *len); NULL with an error set when v
+ * is not text: msgs says why for NULL, a blob and a number, in that order. */
+static const char *arg_text(sqlite3_context *ctx, sqlite3_value *v, size_t *len, const char *const msgs[3]) {
     int t = sqlite3_value_type(v);
-    if (t == SQLITE_NULL) {
-        redlock_result_error(ctx, "resource is NULL; pass the lock's name as text");
-        return NULL;
-    }
     if (t != SQLITE_TEXT) {
-        redlock_result_error(ctx, "resource must be text (got %s)", t == SQLITE_BLOB ? "a blob" : "a number");
+        redlock_result_error(ctx, "%s", msgs[t == SQLITE_NULL ? 0 : t == SQLITE_BLOB ? 1 : 2]);
         return NULL;
     }
     const char *s = (const char *)sqlite3_value_text(v);
-    int n = sqlite3_value_bytes(v);
     if (!s) {
         sqlite3_result_error_nomem(ctx);
         return NULL;
     }
-    if (n == 0) {
-        redlock_result_error(ctx, "resource is empty; pass the lock's name as text");
-        return NULL;
-    }
-    if (memchr(s, '\0', (size_t)n)) {
-        redlock_result_error(ctx, "resource must not contain NUL characters");
-        return NULL;
-    }
-    if ((size_t)n > RL_RESOURCE_MAX) {
-        redlock_result_error(ctx, "resource is too long (%d bytes; at most %d)", n, RL_RESOURCE_MAX);
-        return NULL;
-    }
-    *len = (size_t)n;
+    *len = (size_t)sqlite3_value_bytes(v);
     return s;
+}
+
+/* Reads the resource argument; NULL (with an error set) when unusable. */
+static const char *arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    static const char *const msgs[3] = {"resource is NULL; pass the lock's name as text",
+                                        "resource must be text (got a blob)", "resource must be text (got a number)"};
+    size_t n;
+    const char *s = arg_text(ctx, v, &n, msgs);
+    if (!s) return NULL;
+    if (n == 0) redlock_result_error(ctx, "resource is empty; pass the lock's name as text");
+    else if (memchr(s, '\0', n)) redlock_result_error(ctx, "resource must not contain NUL characters");
+    else if (n > RL_RESOURCE_MAX) redlock_result_error(ctx, "resource is too long (%zu bytes; at most %d)", n, RL_RESOURCE_MAX);
+    else {
+        *len = n;
+        return s;
+    }
+    return NULL;
+}
+
+/* A REAL that holds a whole number within int64 range (some hosts, such as
+ * Node's better-sqlite3, bind every number as REAL): 1 with *out set. */
+static int whole_real(sqlite3_value *v, int64_t *out) {
+    double d = sqlite3_value_double(v);
+    if (sqlite3_value_type(v) != SQLITE_FLOAT || !(d >= -9.0e18 && d <= 9.0e18) || (double)(int64_t)d != d) return 0;
+    *out = (int64_t)d;
+    return 1;
 }
 
 /* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
 static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
-    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < lo || sqlite3_value_int64(v) > hi) {
+    int64_t n = sqlite3_value_int64(v);
+    int whole = sqlite3_value_type(v) == SQLITE_INTEGER || whole_real(v, &n);
+    if (!whole || n < lo || n > hi) {
         redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
                              (long long)hi);
         return -1;
     }
-    *out = sqlite3_value_int64(v);
+    *out = n;
     return 0;
 }
 
 /* Reads a token argument; NULL (error set) when unusable. */
 static const char *arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
-    int t = sqlite3_value_type(v);
-    if (t == SQLITE_NULL) {
-        redlock_result_error(ctx, "token is NULL; pass the token redlock_acquire returned (NULL from acquire means the lock was not taken)");
+    static const char *const msgs[3] = {
+        "token is NULL; pass the token redlock_acquire returned (NULL from acquire means the lock was not taken)",
+        "token must be the text redlock_acquire returned", "token must be the text redlock_acquire returned"};
+    size_t n;
+    const char *s = arg_text(ctx, v, &n, msgs);
+    if (!s) return NULL;
+    if (n == 0 || n > RL_TOKEN_ARG_MAX || memchr(s, '\0', n)) {
+        redlock_result_error(ctx, "token must be the text redlock_acquire returned (got %s)",
+                             n == 0 ? "an empty text" : "something else");
         return NULL;
     }
-    if (t != SQLITE_TEXT) {
-        redlock_result_error(ctx, "token must be the text redlock_acquire returned");
-        return NULL;
-    }
-    const char *s = (const char *)sqlite3_value_text(v);
-    int n = sqlite3_value_bytes(v);
-    if (!s) {
-        sqlite3_result_error_nomem(ctx);
-        return NULL;
-    }
-    if (n == 0 || n > 1024 || memchr(s, '\0', (size_t)n)) {
-        redlock_result_error(ctx, "token must be the text redlock_acquire returned (got %s)", n == 0 ? "an empty text" : "something else");
-        return NULL;
-    }
-    *len = (size_t)n;
+    *len = n;
     return s;
 }
 
@@ -133,6 +138,22 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     else result_failure(ctx, "lock", res, &o);
 }
 
+const char *redlock_arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    return arg_resource(ctx, v, len);
+}
+
+const char *redlock_arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len) {
+    return arg_token(ctx, v, len);
+}
+
+void redlock_result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o) {
+    result_failure(ctx, what, res, o);
+}
+
+redlock_state *redlock_state_of(sqlite3_context *ctx) {
+    return state_of(ctx);
+}
+
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE, argc, argv)) acquire_common(ctx, argc, argv, 0);
 }
@@ -147,6 +168,7 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release")) return;
     int not_held;
     rl_outcome o;
     rl_status st = rl_session_release(state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
@@ -173,6 +195,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_all")) return;
     sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
 }
 
@@ -201,18 +224,19 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
  * (unsafe_test_quorum 0 means a majority of the nodes). */
 static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
     rl_setting_value old;
-    char err[64];
-    if (strcmp(name, "unsafe_test_quorum") != 0 || sqlite3_value_type(v) != SQLITE_INTEGER ||
-        rl_setting_get(c, name, &old, err, sizeof err) != 0)
+    rl_error err;
+    int64_t want = sqlite3_value_int64(v);
+    if (strcmp(name, "unsafe_test_quorum") != 0 || (sqlite3_value_type(v) != SQLITE_INTEGER && !whole_real(v, &want)) ||
+        rl_setting_get(c, name, &old, &err) != 0)
         return 0;
-    int64_t majority = rl_client_node_count(c) / 2 + 1, want = sqlite3_value_int64(v);
+    int64_t majority = rl_client_node_count(c) / 2 + 1;
     return (want > 0 ? want : majority) < (old.i > 0 ? old.i : majority);
 }
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
-    rl_client *c = state_of(ctx)->session->client;
-    char err[600];
+    rl_client *c = rl_session_client(state_of(ctx)->session);
+    rl_error err;
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");
         return;
@@ -240,6 +264,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (argc > 1) {
         int t = sqlite3_value_type(argv[1]);
         if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);
+        else if (type == RL_SETTING_INT && whole_real(argv[1], &v.i)) {}
         else if (type == RL_SETTING_REAL && (t == SQLITE_INTEGER || t == SQLITE_FLOAT)) v.r = sqlite3_value_double(argv[1]);
         else if (type == RL_SETTING_TEXT && t == SQLITE_TEXT) v.text = (char *)sqlite3_value_text(argv[1]);
         else {
@@ -252,13 +277,13 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
             redlock_result_error(ctx, "%s must not contain NUL characters", name);
             return;
         }
-        if (rl_setting_set(c, name, &v, err, sizeof err) != 0) {
-            redlock_result_error(ctx, "%s", err);
+        if (rl_setting_set(c, name, &v, &err) != 0) {
+            redlock_result_error(ctx, "%s", err.msg);
             return;
         }
     }
-    if (rl_setting_get(c, name, &v, err, sizeof err) != 0) {
-        redlock_result_error(ctx, "%s", err);
+    if (rl_setting_get(c, name, &v, &err) != 0) {
+        redlock_result_error(ctx, "%s", err.msg);
         return;
     }
     if (v.type == RL_SETTING_INT) sqlite3_result_int64(ctx, v.i);

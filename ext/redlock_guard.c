@@ -19,6 +19,8 @@ static const char *const guarded_names[REDLOCK_G_COUNT] = {
     [REDLOCK_G_ACQUIRE] = "redlock_acquire",         [REDLOCK_G_LOCK] = "redlock_lock",
     [REDLOCK_G_RELEASE] = "redlock_release",         [REDLOCK_G_RELEASE_ALL] = "redlock_release_all",
     [REDLOCK_G_EXTEND] = "redlock_extend",           [REDLOCK_G_CONFIG] = "redlock_config",
+    [REDLOCK_G_ACQUIRE_MANY] = "redlock_acquire_many", [REDLOCK_G_RELEASE_MANY] = "redlock_release_many",
+    [REDLOCK_G_DETACH] = "redlock_detach",           [REDLOCK_G_ADOPT] = "redlock_adopt",
 };
 
 #define GUARD_PREFIX "redlock_" /* every guarded name starts so */
@@ -70,7 +72,7 @@ typedef struct verdict {
     char db[68];      /* printable copies: names come from the file */
     char type[20];
     char obj[68];
-    char why[200];    /* SQLite's message when a schema could not be read */
+    char why[RL_ERR_REASON_MAX]; /* SQLite's message when a schema could not be read */
 } verdict;
 
 /* Copies at most outlen - 1 bytes of in, printable ASCII only ('?' for the

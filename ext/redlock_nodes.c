@@ -11,85 +11,59 @@
  * while this connection holds any lock (rl_session_nodes_begin).
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
-#include "rl_round.h"
+#include "redlock_vtab.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 SQLITE_EXTENSION_INIT3
 
+#define NODES_SCHEMA                                                                                   \
+    "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, password TEXT, "     \
+    "timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, tls INTEGER, tls_resumed INTEGER HIDDEN)"
+
 enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEOUT, COL_STATE, COL_LAST_ERROR, COL_URL,
        COL_TLS, COL_TLS_RESUMED };
 
-#define MASK "********"
+#define MASK RL_TEXT_MASK
 
 typedef struct nodes_vtab {
-    sqlite3_vtab base;
-    redlock_state *st;
-    sqlite3 *db;
+    redlock_vtab t;        /* first: the state and db */
     int in_write;          /* between xBegin and xCommit/xRollback */
     rl_node_list saved;    /* the node list as it was at xBegin */
     int saved_default;     /* st->default_nodes at xBegin */
 } nodes_vtab;
 
 typedef struct nodes_cursor {
-    sqlite3_vtab_cursor base;
+    redlock_cursor c;  /* first: n rows, at i */
     rl_node_view *rows;
-    int n, i;
 } nodes_cursor;
 
 static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    (void)argc;
-    (void)argv;
-    (void)err;
-    int rc = sqlite3_declare_vtab(db,
-                                  "CREATE TABLE x(id INTEGER, host TEXT, port INTEGER, db INTEGER, username TEXT, "
-                                  "password TEXT, timeout_ms INTEGER, state TEXT, last_error TEXT, url TEXT, "
-                                  "tls INTEGER, tls_resumed INTEGER HIDDEN)");
-    if (rc != SQLITE_OK) return rc;
-    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    nodes_vtab *vt = sqlite3_malloc(sizeof *vt);
-    if (!vt) return SQLITE_NOMEM;
-    memset(vt, 0, sizeof *vt);
-    vt->st = aux;
-    vt->db = db;
-    *out = &vt->base;
-    return SQLITE_OK;
+    (void)argc, (void)argv, (void)err;
+    return redlock_vtab_connect(db, aux, NODES_SCHEMA, sizeof(nodes_vtab), out);
 }
 
 static int nodes_disconnect(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (v->in_write) { /* not expected: SQLite ends every write first */
-        rl_node_list_free(&v->saved);
-        rl_session_nodes_done(v->st->session);
+        rl_client_nodes_free(&v->saved);
+        rl_session_nodes_done(v->t.st->session);
     }
-    sqlite3_free(vt);
-    return SQLITE_OK;
-}
-
-static int nodes_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
-    (void)vt;
-    info->estimatedCost = 10;
-    info->estimatedRows = 5;
-    return SQLITE_OK;
+    return redlock_vtab_disconnect(vt);
 }
 
 static void free_rows(nodes_cursor *cur) {
-    for (int i = 0; i < cur->n; i++) rl_endpoint_clear(&cur->rows[i].ep);
+    for (int i = 0; i < cur->c.n; i++) rl_endpoint_clear(&cur->rows[i].ep);
     free(cur->rows);
     cur->rows = NULL;
-    cur->n = cur->i = 0;
+    cur->c.n = cur->c.i = 0;
 }
 
 static int nodes_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {
     (void)vt;
-    nodes_cursor *cur = sqlite3_malloc(sizeof *cur);
-    if (!cur) return SQLITE_NOMEM;
-    memset(cur, 0, sizeof *cur);
-    *out = &cur->base;
-    return SQLITE_OK;
+    return redlock_cursor_open(sizeof(nodes_cursor), out);
 }
 
 static int nodes_close(sqlite3_vtab_cursor *c) {
@@ -104,30 +78,20 @@ static int nodes_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     (void)argc;
     (void)argv;
     nodes_cursor *cur = (nodes_cursor *)c;
-    rl_session *session = ((nodes_vtab *)c->pVtab)->st->session;
+    rl_session *session = ((redlock_vtab *)c->pVtab)->st->session;
     rl_session_check_fork(session);
-    rl_client *cl = session->client;
+    rl_client *cl = rl_session_client(session);
     free_rows(cur);
-    rl_client_settle(cl);
+    rl_session_settle(session);
     int n = rl_client_node_count(cl);
     if (n == 0) return SQLITE_OK;
     cur->rows = calloc((size_t)n, sizeof *cur->rows);
     if (!cur->rows) return SQLITE_NOMEM;
     for (int i = 0; i < n; i++) {
-        if (rl_client_node_view(cl, i, &cur->rows[cur->n]) != 0) break; /* the list shrank */
-        cur->n++;
+        if (rl_client_node_view(cl, i, &cur->rows[cur->c.n]) != 0) break; /* the list shrank */
+        cur->c.n++;
     }
     return SQLITE_OK;
-}
-
-static int nodes_next(sqlite3_vtab_cursor *c) {
-    ((nodes_cursor *)c)->i++;
-    return SQLITE_OK;
-}
-
-static int nodes_eof(sqlite3_vtab_cursor *c) {
-    nodes_cursor *cur = (nodes_cursor *)c;
-    return cur->i >= cur->n;
 }
 
 static void text_or_null(sqlite3_context *ctx, const char *s) {
@@ -137,7 +101,7 @@ static void text_or_null(sqlite3_context *ctx, const char *s) {
 
 static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     nodes_cursor *cur = (nodes_cursor *)c;
-    const rl_node_view *r = &cur->rows[cur->i];
+    const rl_node_view *r = &cur->rows[cur->c.i];
     char url[RL_URL_MAX];
     /* In an UPDATE, columns the statement does not set stay "unchanged", so
      * xUpdate can tell them from values the user wrote. */
@@ -167,116 +131,118 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
 
 static int nodes_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
     nodes_cursor *cur = (nodes_cursor *)c;
-    *rowid = cur->rows[cur->i].id;
+    *rowid = cur->rows[cur->c.i].id;
     return SQLITE_OK;
 }
 
-/* Sets the table's error message (cleaned like every other) and returns SQLITE_ERROR. */
-__attribute__((format(printf, 2, 3))) static int vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    sqlite3_free(vt->zErrMsg);
-    vt->zErrMsg = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
-    return SQLITE_ERROR;
+/* 1 when the statement gives column v a value (not NULL, not left unchanged). */
+static int given(sqlite3_value *v) { return sqlite3_value_type(v) != SQLITE_NULL && !sqlite3_value_nochange(v); }
+
+/* Replaces *slot (owned) with a copy of text value v, or NULL for SQL NULL.
+ * Returns SQLITE_OK, SQLITE_NOMEM, or an error when v is not text or holds
+ * a NUL (which would silently cut it short). */
+static int copy_text(sqlite3_vtab *vt, sqlite3_value *v, const char *name, char **slot) {
+    free(*slot);
+    *slot = NULL;
+    int t = sqlite3_value_type(v);
+    if (t == SQLITE_NULL) return SQLITE_OK;
+    if (t != SQLITE_TEXT) return redlock_vtab_error(vt, "%s must be text or NULL", name);
+    const char *text = (const char *)sqlite3_value_text(v);
+    size_t n = (size_t)sqlite3_value_bytes(v);
+    if (!text) return SQLITE_NOMEM;
+    if (memchr(text, '\0', n)) return redlock_vtab_error(vt, "%s must not contain NUL characters", name);
+    if (!(*slot = malloc(n + 1))) return SQLITE_NOMEM;
+    memcpy(*slot, text, n + 1);
+    return SQLITE_OK;
 }
 
-/* Builds the endpoint of an INSERT or UPDATE row from its column values
- * (argv[2 + column]); old is the row's present endpoint for an UPDATE. */
-static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, rl_endpoint *ep) {
-    char err[300];
-    memset(ep, 0, sizeof *ep);
-    if ((sqlite3_value_type(cols[COL_STATE]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_STATE])) ||
-        (sqlite3_value_type(cols[COL_LAST_ERROR]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_LAST_ERROR])))
-        return vtab_error(vt, "redlock: state and last_error are read-only");
-    if (sqlite3_value_type(cols[COL_TLS_RESUMED]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_TLS_RESUMED]))
-        return vtab_error(vt, "redlock: tls_resumed is read-only");
-    /* tls: 0 or 1; NULL on INSERT is 0 (or what the url says). */
-    sqlite3_value *tv = cols[COL_TLS];
-    int tls_given = sqlite3_value_type(tv) != SQLITE_NULL && !sqlite3_value_nochange(tv);
-    if (tls_given && (sqlite3_value_type(tv) != SQLITE_INTEGER || (sqlite3_value_int64(tv) != 0 && sqlite3_value_int64(tv) != 1)))
-        return vtab_error(vt, "redlock: tls must be 0 (plain TCP) or 1 (TLS)");
-    int have_url = sqlite3_value_type(cols[COL_URL]) != SQLITE_NULL && !sqlite3_value_nochange(cols[COL_URL]);
-    if (have_url) {
-        if (sqlite3_value_type(cols[COL_URL]) != SQLITE_TEXT) return vtab_error(vt, "redlock: url must be text");
-        if (!old && sqlite3_value_type(cols[COL_HOST]) != SQLITE_NULL)
-            return vtab_error(vt, "redlock: give either url or host/port/... columns, not both");
-        const char *u = (const char *)sqlite3_value_text(cols[COL_URL]);
-        if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(cols[COL_URL]), ep, err, sizeof err) != 0)
-            return vtab_error(vt, "redlock: %s", err);
-        if (tls_given && sqlite3_value_int64(tv) != ep->tls) {
-            rl_endpoint_clear(ep);
-            return vtab_error(vt, "redlock: tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
-        }
-        if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
-            ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
-        return SQLITE_OK;
-    }
-    /* Columns: host, port, db, username, password, timeout_ms. */
-    sqlite3_value *h = cols[COL_HOST];
+/* The endpoint of a row given by url, copied into *ep. */
+static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given, rl_endpoint *ep) {
+    sqlite3_value *uv = cols[COL_URL];
+    rl_error err;
+    if (sqlite3_value_type(uv) != SQLITE_TEXT) return redlock_vtab_error(vt, "url must be text");
+    if (!old && sqlite3_value_type(cols[COL_HOST]) != SQLITE_NULL)
+        return redlock_vtab_error(vt, "give either url or host/port/... columns, not both");
+    const char *u = (const char *)sqlite3_value_text(uv);
+    if (!u) return SQLITE_NOMEM;
+    if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(uv), ep, &err) != 0)
+        return err.kind == RL_ERR_NOMEM ? SQLITE_NOMEM : redlock_vtab_error(vt, "%s", err.msg);
+    if (tls_given && sqlite3_value_int64(cols[COL_TLS]) != ep->tls)
+        return redlock_vtab_error(vt, "tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
+    if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
+        ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
+    return SQLITE_OK;
+}
+
+/* The endpoint of a row given by columns (host, port, db, username,
+ * password, timeout_ms, tls), copied into *ep; an UPDATE starts from the
+ * node's present endpoint old, whose password and TLS options stay unless
+ * the statement changes them. */
+static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given, rl_endpoint *ep) {
+    if (old && rl_endpoint_copy(ep, old) != 0) return SQLITE_NOMEM;
+    sqlite3_value *h = cols[COL_HOST], *p = cols[COL_PASSWORD];
     if (sqlite3_value_type(h) != SQLITE_TEXT || sqlite3_value_bytes(h) == 0)
-        return vtab_error(vt, "redlock: host must be a non-empty text, as in INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
-    ep->host = (char *)sqlite3_value_text(h);
-    if (memchr(ep->host, '\0', (size_t)sqlite3_value_bytes(h))) {
-        ep->host = NULL;
-        return vtab_error(vt, "redlock: host must not contain NUL characters");
-    }
-    struct { int col; int *dst; int dflt; int lo; int hi; const char *msg; } ints[] = {
-        {COL_PORT, &ep->port, 6379, 1, 65535, "redlock: port must be a whole number from 1 to 65535"},
-        {COL_DB, &ep->db, 0, 0, RL_DB_MAX, "redlock: db must be a whole number from 0 to 1000000"},
-        {COL_TIMEOUT, &ep->timeout_ms, 0, 1, RL_TIMEOUT_MAX_MS, "redlock: timeout_ms must be a whole number from 1 to 600000, or NULL for the default"},
+        return redlock_vtab_error(vt, "host must be a non-empty text, as in INSERT INTO redlock_nodes(host, port) "
+                                      "VALUES ('127.0.0.1', %d)", RL_PORT_DEFAULT);
+    int rc = copy_text(vt, h, "host", &ep->host);
+    if (rc != SQLITE_OK) return rc;
+    const struct { int col; int *dst; int dflt, lo, hi; const char *name, *tail; } ints[] = {
+        {COL_PORT, &ep->port, RL_PORT_DEFAULT, 1, RL_PORT_MAX, "port", ""},
+        {COL_DB, &ep->db, 0, 0, RL_DB_MAX, "db", ""},
+        {COL_TIMEOUT, &ep->timeout_ms, 0, 1, RL_TIMEOUT_MAX_MS, "timeout_ms", ", or NULL for the default"},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         sqlite3_value *v = cols[ints[i].col];
-        int t = sqlite3_value_type(v);
-        if (ints[i].col == COL_TIMEOUT && old && sqlite3_value_nochange(v)) {
-            /* Not set by this UPDATE: keep the node's own value, or none (the default). */
-            *ints[i].dst = old->timeout_ms;
-            continue;
-        }
-        if (t == SQLITE_NULL) {
+        /* timeout_ms not set by this UPDATE: the node keeps its own value, or none. */
+        if (ints[i].col == COL_TIMEOUT && old && sqlite3_value_nochange(v)) continue;
+        if (sqlite3_value_type(v) == SQLITE_NULL) {
             *ints[i].dst = ints[i].dflt;
             continue;
         }
-        if (t != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo || sqlite3_value_int64(v) > ints[i].hi) {
-            ep->host = NULL;
-            return vtab_error(vt, "%s", ints[i].msg);
-        }
+        if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo ||
+            sqlite3_value_int64(v) > ints[i].hi)
+            return redlock_vtab_error(vt, "%s must be a whole number from %d to %d%s", ints[i].name, ints[i].lo,
+                                      ints[i].hi, ints[i].tail);
         *ints[i].dst = (int)sqlite3_value_int64(v);
     }
-    sqlite3_value *u = cols[COL_USERNAME], *p = cols[COL_PASSWORD];
-    ep->username = sqlite3_value_type(u) == SQLITE_TEXT ? (char *)sqlite3_value_text(u) : NULL;
-    if (sqlite3_value_type(u) != SQLITE_NULL && sqlite3_value_type(u) != SQLITE_TEXT) {
-        ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: username must be text or NULL");
+    if ((rc = copy_text(vt, cols[COL_USERNAME], "username", &ep->username)) != SQLITE_OK) return rc;
+    if (ep->username && !ep->username[0]) {
+        free(ep->username);
+        ep->username = NULL;
     }
-    /* A NUL would silently cut the name or password short (as for host). */
-    if (ep->username && memchr(ep->username, '\0', (size_t)sqlite3_value_bytes(u))) {
-        ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: username must not contain NUL characters");
-    }
-    if (sqlite3_value_type(p) == SQLITE_TEXT) {
-        const char *pw = (const char *)sqlite3_value_text(p);
-        if (pw && memchr(pw, '\0', (size_t)sqlite3_value_bytes(p))) {
-            ep->host = ep->username = NULL;
-            return vtab_error(vt, "redlock: password must not contain NUL characters");
-        }
-        ep->password = (old && (sqlite3_value_nochange(p) || strcmp(pw, MASK) == 0)) ? old->password : (char *)pw;
-    } else if (old && sqlite3_value_nochange(p)) {
-        ep->password = old->password;
-    } else if (sqlite3_value_type(p) != SQLITE_NULL) {
-        ep->host = ep->username = NULL;
-        return vtab_error(vt, "redlock: password must be text or NULL");
-    }
-    if (ep->username && !ep->username[0]) ep->username = NULL;
+    /* The password reads back masked: writing the mask back keeps it. */
+    int keep_password = old && (sqlite3_value_nochange(p) ||
+                                (sqlite3_value_type(p) == SQLITE_TEXT && sqlite3_value_bytes(p) == (int)strlen(MASK) &&
+                                 memcmp(sqlite3_value_text(p), MASK, strlen(MASK)) == 0));
+    if (!keep_password && (rc = copy_text(vt, p, "password", &ep->password)) != SQLITE_OK) return rc;
     /* An UPDATE that leaves tls on keeps the node's own TLS options (set by its url). */
-    ep->tls = tls_given ? (int)sqlite3_value_int64(tv) : old ? old->tls : 0;
-    if (old && old->tls && ep->tls) ep->tls_opts = old->tls_opts;
-    /* Borrowed strings: copy so the caller can clear uniformly. */
-    rl_endpoint tmp = *ep;
-    if (rl_endpoint_copy(ep, &tmp) != 0) return SQLITE_NOMEM;
+    ep->tls = tls_given ? (int)sqlite3_value_int64(cols[COL_TLS]) : old ? old->tls : 0;
+    if (!(old && old->tls && ep->tls)) {
+        rl_endpoint clear_opts = {.tls_opts = ep->tls_opts};
+        rl_endpoint_clear(&clear_opts);
+        memset(&ep->tls_opts, 0, sizeof ep->tls_opts);
+    }
     return SQLITE_OK;
+}
+
+/* Builds the endpoint of an INSERT or UPDATE row from its column values
+ * (argv[2 + column]) into *ep, which owns every string; old is the row's
+ * present endpoint for an UPDATE. On failure *ep is cleared, in this one
+ * place. */
+static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, rl_endpoint *ep) {
+    memset(ep, 0, sizeof *ep);
+    if (given(cols[COL_STATE]) || given(cols[COL_LAST_ERROR]))
+        return redlock_vtab_error(vt, "state and last_error are read-only");
+    if (given(cols[COL_TLS_RESUMED])) return redlock_vtab_error(vt, "tls_resumed is read-only");
+    /* tls: 0 or 1; NULL on INSERT is 0 (or what the url says). */
+    sqlite3_value *tv = cols[COL_TLS];
+    int tls_given = given(tv);
+    if (tls_given && (sqlite3_value_type(tv) != SQLITE_INTEGER || (sqlite3_value_int64(tv) != 0 && sqlite3_value_int64(tv) != 1)))
+        return redlock_vtab_error(vt, "tls must be 0 (plain TCP) or 1 (TLS)");
+    int rc = given(cols[COL_URL]) ? url_endpoint(vt, cols, old, tls_given, ep)
+                                  : column_endpoint(vt, cols, old, tls_given, ep);
+    if (rc != SQLITE_OK) rl_endpoint_clear(ep);
+    return rc;
 }
 
 /* Finds the present endpoint of node id into *out (owned copy). */
@@ -295,21 +261,21 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
 }
 
 #define IN_TRANSACTION_MSG                                                                                       \
-    "redlock: redlock_nodes cannot be changed inside BEGIN ... COMMIT or a SAVEPOINT (a ROLLBACK would not undo "   \
+    "redlock_nodes cannot be changed inside BEGIN ... COMMIT or a SAVEPOINT (a ROLLBACK would not undo "   \
     "it); run the statement on its own, outside the transaction"
 
 static int nodes_begin(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
-    char err[300];
-    rl_session_check_fork(v->st->session);
-    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);
+    rl_error err;
+    rl_session_check_fork(v->t.st->session);
+    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (v->in_write) return SQLITE_OK;
-    if (rl_session_nodes_begin(v->st->session, err, sizeof err) != 0) return vtab_error(vt, "redlock: %s", err);
-    if (rl_client_nodes_save(v->st->session->client, &v->saved) != 0) {
-        rl_session_nodes_done(v->st->session);
+    if (rl_session_nodes_begin(v->t.st->session, &err) != 0) return redlock_vtab_error(vt, "%s", err.msg);
+    if (rl_client_nodes_save(rl_session_client(v->t.st->session), &v->saved) != 0) {
+        rl_session_nodes_done(v->t.st->session);
         return SQLITE_NOMEM;
     }
-    v->saved_default = v->st->default_nodes;
+    v->saved_default = v->t.st->default_nodes;
     v->in_write = 1;
     return SQLITE_OK;
 }
@@ -317,29 +283,29 @@ static int nodes_begin(sqlite3_vtab *vt) {
 static int nodes_commit(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_node_list_free(&v->saved);
+    rl_client_nodes_free(&v->saved);
     v->in_write = 0;
-    rl_session_nodes_done(v->st->session);
+    rl_session_nodes_done(v->t.st->session);
     return SQLITE_OK;
 }
 
 static int nodes_rollback(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_client_nodes_restore(v->st->session->client, &v->saved);
-    v->st->default_nodes = v->saved_default;
+    rl_client_nodes_restore(rl_session_client(v->t.st->session), &v->saved);
+    v->t.st->default_nodes = v->saved_default;
     return nodes_commit(vt);
 }
 
 static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
     nodes_vtab *v = (nodes_vtab *)vt;
-    rl_session_check_fork(v->st->session);
-    rl_client *cl = v->st->session->client;
-    char err[300];
+    rl_session_check_fork(v->t.st->session);
+    rl_client *cl = rl_session_client(v->t.st->session);
+    rl_error err;
     /* xBegin refuses both first; this holds even if SQLite did not call it. */
-    if (!sqlite3_get_autocommit(v->db)) return vtab_error(vt, "%s", IN_TRANSACTION_MSG);
-    if (!v->in_write) return vtab_error(vt, "redlock: internal: redlock_nodes written outside a statement");
-    v->st->default_nodes = 0;
+    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
+    if (!v->in_write) return redlock_vtab_error(vt, "internal: redlock_nodes written outside a statement");
+    v->t.st->default_nodes = 0;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
         return SQLITE_OK;
@@ -350,15 +316,15 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
         sqlite3_value *idv = sqlite3_value_type(argv[1]) != SQLITE_NULL ? argv[1] : cols[COL_ID];
         if (sqlite3_value_type(idv) != SQLITE_NULL) {
             if (sqlite3_value_type(idv) != SQLITE_INTEGER || sqlite3_value_int64(idv) < 1)
-                return vtab_error(vt, "redlock: id must be a positive whole number or NULL");
+                return redlock_vtab_error(vt, "id must be a positive whole number or NULL");
             id = sqlite3_value_int64(idv);
         }
         rl_endpoint ep;
         int rc = row_endpoint(vt, cols, NULL, &ep);
         if (rc != SQLITE_OK) return rc;
-        int64_t nid = rl_client_add_node(cl, &ep, id, err, sizeof err);
+        int64_t nid = rl_client_add_node(cl, &ep, id, &err);
         rl_endpoint_clear(&ep);
-        if (nid < 0) return vtab_error(vt, "redlock: %s", err);
+        if (nid < 0) return redlock_vtab_error(vt, "%s", err.msg);
         *rowid = nid;
         return SQLITE_OK;
     }
@@ -367,12 +333,12 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     if (sqlite3_value_int64(argv[1]) != id ||
         (!sqlite3_value_nochange(cols[COL_ID]) && (sqlite3_value_type(cols[COL_ID]) != SQLITE_INTEGER ||
                                                    sqlite3_value_int64(cols[COL_ID]) != id)))
-        return vtab_error(vt, "redlock: a node's id cannot be changed; DELETE the row and INSERT a new one");
+        return redlock_vtab_error(vt, "a node's id cannot be changed; DELETE the row and INSERT a new one");
     rl_endpoint old, ep;
-    if (find_node(cl, id, &old) != 0) return vtab_error(vt, "redlock: the node was removed");
+    if (find_node(cl, id, &old) != 0) return redlock_vtab_error(vt, "the node was removed");
     int rc = row_endpoint(vt, cols, &old, &ep);
     if (rc == SQLITE_OK) {
-        if (rl_client_update_node(cl, id, &ep, err, sizeof err) != 0) rc = vtab_error(vt, "redlock: %s", err);
+        if (rl_client_update_node(cl, id, &ep, &err) != 0) rc = redlock_vtab_error(vt, "%s", err.msg);
         rl_endpoint_clear(&ep);
     }
     rl_endpoint_clear(&old);
@@ -383,14 +349,14 @@ static sqlite3_module nodes_module = {
     .iVersion = 2,
     .xCreate = 0,
     .xConnect = nodes_connect,
-    .xBestIndex = nodes_best_index,
+    .xBestIndex = redlock_vtab_best_index,
     .xDisconnect = nodes_disconnect,
     .xDestroy = nodes_disconnect,
     .xOpen = nodes_open,
     .xClose = nodes_close,
     .xFilter = nodes_filter,
-    .xNext = nodes_next,
-    .xEof = nodes_eof,
+    .xNext = redlock_cursor_next,
+    .xEof = redlock_cursor_eof,
     .xColumn = nodes_column,
     .xRowid = nodes_rowid,
     .xUpdate = nodes_update,

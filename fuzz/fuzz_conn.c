@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *argv[3] = {"SET", "k", "v"};
         size_t lens[3] = {3, 1, 1};
         rl_tag tag = {.op = i + 1, .kind = RL_K_ACQUIRE, .deadline_us = 0};
-        FUZZ_CHECK(rl_conn_send(c, &tag, 3, argv, lens) == 0, "send: %s", c->err);
+        FUZZ_CHECK(rl_conn_send(c, &tag, 3, argv, lens) == 0, "send: %s", c->err.msg);
     }
     size_t chunk = fuzz_byte(&in) % 32;
     /* At most ~64 writes per input: syscalls, not parsing, would cost the time. */
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             FUZZ_CHECK(r == NULL, "reply handed out with rc %d", rc);
             if (rc < 0) {
-                FUZZ_CHECK(c->broken && c->err[0], "failed without breaking the connection");
+                FUZZ_CHECK(c->broken && c->err.msg[0] && c->err.kind != RL_ERR_NONE, "failed without breaking the connection");
                 broken = 1;
             }
             break;

@@ -150,9 +150,9 @@ static char *dump(sqlite3 *db) {
         const char *url = (const char *)sqlite3_column_text(st, 9);
         FUZZ_CHECK(url, "url column is NULL");
         rl_endpoint ep;
-        char err[300];
-        FUZZ_CHECK(rl_endpoint_parse_url(url, strlen(url), &ep, err, sizeof err) == 0, "url column '%s' does not parse: %s",
-                   url, err);
+        rl_error err;
+        FUZZ_CHECK(rl_endpoint_parse_url(url, strlen(url), &ep, &err) == 0, "url column '%s' does not parse: %s",
+                   url, err.msg);
         FUZZ_CHECK(strcmp(ep.host, (const char *)sqlite3_column_text(st, 1)) == 0 && ep.port == sqlite3_column_int(st, 2) &&
                        ep.db == sqlite3_column_int(st, 3),
                    "url column '%s' is not the row's node", url);

@@ -15,18 +15,19 @@
 
 #include "fuzz_common.h"
 #include "rl_client.h"
+#include "rl_node.h"
 #include "rl_resp.h"
 #include "rl_vote.h"
 
 static rl_client *client;
 
 static void setup_client(void) {
-    char err[300];
+    rl_error err;
     client = rl_client_new();
     FUZZ_CHECK(client, "rl_client_new");
     rl_endpoint a = {.host = "127.0.0.1", .port = 6379, .password = "S3cret-pw"}, b = {.host = "127.0.0.1", .port = 6380};
-    FUZZ_CHECK(rl_client_add_node(client, &a, 0, err, sizeof err) > 0, "add node: %s", err);
-    FUZZ_CHECK(rl_client_add_node(client, &b, 0, err, sizeof err) > 0, "add node: %s", err);
+    FUZZ_CHECK(rl_client_add_node(client, &a, 0, &err) > 0, "add node: %s", err.msg);
+    FUZZ_CHECK(rl_client_add_node(client, &b, 0, &err) > 0, "add node: %s", err.msg);
     client->set.restart_guard = 1;
     client->max_ttl_ms = 60000;
 }
@@ -56,11 +57,11 @@ static int clean_text(const char *s) {
 
 static int is_lock_kind(int kind) {
     return kind == RL_K_ACQUIRE || kind == RL_K_ACQUIRE_FENCED || kind == RL_K_RELEASE || kind == RL_K_EXTEND ||
-           kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP;
+           kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP || kind == RL_K_CHECK;
 }
 
 static void classify(const rl_reply *r, int depth) {
-    for (int kind = 0; kind <= RL_K_CLEANUP + 2; kind++) {
+    for (int kind = 0; kind <= RL_K_CHECK + 2; kind++) {
         static const size_t lens[] = {256, 1, 7, 40};
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             char why[300];
@@ -87,7 +88,8 @@ static void classify(const rl_reply *r, int depth) {
                                "acquire yes for something but +OK");
                 else
                     FUZZ_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer >= 1, "yes for integer %lld", r->integer);
-                if (kind == RL_K_ACQUIRE_FENCED) FUZZ_CHECK(value == r->integer, "fence %lld", value);
+                if (kind == RL_K_ACQUIRE_FENCED || kind == RL_K_CHECK)
+                    FUZZ_CHECK(value == r->integer, "fence or PTTL %lld", value);
                 else FUZZ_CHECK(value == 0, "value %lld for kind %d", value, kind);
             }
             if (r->type == REDIS_REPLY_ERROR) FUZZ_CHECK(st == RL_V_FAIL, "an error reply is not a failure");

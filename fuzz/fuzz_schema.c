@@ -53,7 +53,8 @@ static const struct {
     const char *rest;
 } fns[] = {
     {REDLOCK_G_ACQUIRE, ", 1000)"}, {REDLOCK_G_LOCK, ", 1000)"}, {REDLOCK_G_RELEASE, ")"},
-    {REDLOCK_G_EXTEND, ", 1000)"},  {REDLOCK_G_CONFIG, ")"},
+    {REDLOCK_G_EXTEND, ", 1000)"},  {REDLOCK_G_CONFIG, ")"},      {REDLOCK_G_DETACH, ")"},
+    {REDLOCK_G_ADOPT, ", 'x')"},    {REDLOCK_G_ACQUIRE_MANY, ", 1000)"}, {REDLOCK_G_RELEASE_MANY, ")"},
 };
 #define NFNS (sizeof fns / sizeof fns[0])
 

@@ -14,14 +14,15 @@
 static int same_opt(const char *a, const char *b) { return (!a && !b) || (a && b && strcmp(a, b) == 0); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char err[300], again_err[300];
+    rl_error e, again_e;
+    char *err = e.msg, *again_err = again_e.msg;
     rl_endpoint ep, again, copy;
-    memset(err, 'x', sizeof err);
-    int rc = rl_endpoint_parse_url((const char *)data, size, &ep, err, sizeof err);
+    memset(err, 'x', sizeof e.msg);
+    int rc = rl_endpoint_parse_url((const char *)data, size, &ep, &e);
     if (rc != 0) {
         FUZZ_CHECK(rc == -1, "rc %d", rc);
         FUZZ_CHECK(!ep.host && !ep.username && !ep.password, "a refused URL left strings behind");
-        FUZZ_CHECK(memchr(err, '\0', sizeof err) && err[0], "no message");
+        FUZZ_CHECK(memchr(err, '\0', sizeof e.msg) && err[0] && e.kind != RL_ERR_NONE, "no message");
         for (const char *p = err; *p; p++)
             FUZZ_CHECK(*p >= 32 && *p < 127, "unprintable byte in the message '%s'", err);
         return 0;
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(ep.port >= 1 && ep.port <= 65535, "port %d", ep.port);
     FUZZ_CHECK(ep.db >= 0 && ep.db <= RL_DB_MAX, "db %d", ep.db);
     FUZZ_CHECK(ep.timeout_ms >= 0 && ep.timeout_ms <= RL_TIMEOUT_MAX_MS, "timeout %d", ep.timeout_ms);
-    FUZZ_CHECK(rl_endpoint_check(&ep, err, sizeof err) == 0, "a parsed URL fails rl_endpoint_check: %s", err);
+    FUZZ_CHECK(rl_endpoint_check(&ep, &e) == 0, "a parsed URL fails rl_endpoint_check: %s", err);
 
     /* The URL shown back must not depend on the password's value. */
     char shown[4 * RL_URL_MAX], shown_other[4 * RL_URL_MAX];
@@ -45,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* And it reads back as the same node. */
-    rc = rl_endpoint_parse_url(shown, strlen(shown), &again, again_err, sizeof again_err);
+    rc = rl_endpoint_parse_url(shown, strlen(shown), &again, &again_e);
     FUZZ_CHECK(rc == 0, "the shown URL '%s' does not parse: %s", shown, again_err);
     FUZZ_CHECK(strcmp(again.host, ep.host) == 0, "host '%s' -> '%s'", ep.host, again.host);
     FUZZ_CHECK(again.port == ep.port && again.db == ep.db, "port/db %d/%d -> %d/%d", ep.port, ep.db, again.port,

@@ -1,4 +1,4 @@
-# Hardening (issue 5): sanitizers, valgrind, fuzzing. Included by the Makefile.
+# Hardening: sanitizers, valgrind, fuzzing. Included by the Makefile.
 #
 #   make test SANITIZE=1  the whole SQL suite against build/sanitize/redlock.so
 #                         (ASan + UBSan), with the sanitizer runtime preloaded

@@ -1,4 +1,4 @@
-# The mutual-exclusion checker's long runs (issue 10). Included by the Makefile.
+# The mutual-exclusion checker's long runs. Included by the Makefile.
 #
 #   make checker    the whole fault matrix (sql-tests/checker_matrix.py): each
 #                   fault for CHECKER_SECONDS (default 10) with 6 worker

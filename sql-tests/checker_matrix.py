@@ -32,6 +32,7 @@ sys.path.insert(0, HERE)
 import harness as h                    # noqa: E402
 from faultproxy import FaultProxy      # noqa: E402
 import checker                         # noqa: E402
+import checker_many                    # noqa: E402
 
 WORKERS = 6
 TTL_MS = 300            # short, so that "after the TTL" fits many times into a run
@@ -285,6 +286,52 @@ def negative_disjoint_nodes(seconds):
         return Outcome(_run(urls, seconds, worker_nodes=[urls[:2], urls[2:]]), "broken", None)
 
 
+# ---- several names at once (checker_many.py): overlapping sets of names ----
+
+def _many(urls, seconds, **kw):
+    kw.setdefault("ttl_ms", TTL_MS)
+    kw.setdefault("workers", WORKERS)
+    return checker_many.run(urls, seconds=seconds, **kw)
+
+
+def many_clean(seconds):
+    with h.Cluster(5) as c:
+        return Outcome(_many(_urls(c), seconds), "safe", None)
+
+
+def many_kills_and_pauses(seconds):
+    """kill -9 (restarted after the TTL) of one node and SIGSTOP of another,
+    each rotating, at once: never more than a minority."""
+    with h.Cluster(5) as c:
+        log = []
+
+        def faults(stop, until):
+            k = 0
+            while not stop.is_set() and time.monotonic() + TTL_MS / 1000.0 * 1.25 + 0.1 < until:
+                dead, hung = c[k % 5], c[(k + 2) % 5]
+                dead.kill9()
+                hung.stop()
+                log.append(k)
+                stop.wait(TTL_MS / 1000.0 * 1.25)    # restarted empty only after the TTL
+                hung.cont()
+                dead.restart()
+                stop.wait(0.15)
+                k += 1
+        res = _many(_urls(c), seconds, faults=faults, config=FAST_RECONNECT)
+        return Outcome(res, "safe", len(log))
+
+
+def many_client_pauses(seconds):
+    with h.Cluster(5) as c:
+        res = _many(_urls(c), seconds, pause_p=0.1)
+        return Outcome(res, "safe", res.paused)
+
+
+def many_negative_quorum_1(seconds):
+    with h.Cluster(5) as c:
+        return Outcome(_many(_urls(c), seconds, config={"unsafe_test_quorum": 1}), "broken", None)
+
+
 SCENARIOS = [
     ("clean", clean),
     ("kill -9 + restart of a minority after the TTL", kill9_restart_after_ttl),
@@ -305,6 +352,10 @@ SCENARIOS = [
     ("clock jumps on a majority (limit)", clock_jumps_majority),
     ("NEGATIVE: quorum 1", negative_quorum_1),
     ("NEGATIVE: disjoint node sets", negative_disjoint_nodes),
+    ("acquire_many: overlapping sets, clean", many_clean),
+    ("acquire_many: kill -9 and SIGSTOP of a minority", many_kills_and_pauses),
+    ("acquire_many: clients paused past the TTL", many_client_pauses),
+    ("NEGATIVE: acquire_many with quorum 1", many_negative_quorum_1),
 ]
 
 SHORT = {"majority_down": 2.0, "majority_hung": 2.0}

@@ -1038,6 +1038,46 @@ class TlsCerts:
 _tls_certs = None
 
 
+# --------------------------------------------------------------------------
+# Node.js with better-sqlite3 (which bundles a recent SQLite of its own)
+# --------------------------------------------------------------------------
+
+NODE_DIR = os.path.join(HERE, "node")
+_node = []
+
+
+def node_setup():
+    """(node, None) when node and better-sqlite3 are there, else (None, why),
+    for a test to skip with. Installs better-sqlite3 with npm into
+    sql-tests/node/node_modules the first time (about a minute: it compiles);
+    call it at import, outside the per-test time limit."""
+    if _node:
+        return _node[0]
+    node, npm = shutil.which("node"), shutil.which("npm")
+    result = node, None
+    if not node or not npm:
+        result = None, "node or npm is not installed"
+    elif not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
+        try:
+            r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+            if r.returncode != 0:
+                result = None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
+        except subprocess.TimeoutExpired:
+            result = None, "npm install better-sqlite3 took more than 600 s"
+    _node.append(result)
+    return result
+
+
+def node_env(nodes):
+    """The environment for a node script: REDLOCK_NODES from nodes; under
+    the sanitizers, no leak check (node itself is not built for it)."""
+    env = _shell_env(nodes)
+    if env.get("ASAN_OPTIONS"):
+        env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    return env
+
+
 def tls_certs():
     """One TlsCerts per process (per test module), removed at exit."""
     global _tls_certs
@@ -1112,6 +1152,95 @@ def shared_tls_cluster(n):
 # --------------------------------------------------------------------------
 # self test: /usr/bin/python3 sql-tests/harness.py --selftest
 # --------------------------------------------------------------------------
+
+# --------------------------------------------------------------------------
+# helpers shared by the session, auto-extension and fencing tests
+# --------------------------------------------------------------------------
+
+def note(msg):
+    """Evidence for the reader: printed to the test's stdout (shown when the
+    module is run directly; run.py keeps it in the module's log)."""
+    print("NOTE " + msg, flush=True)
+
+
+def lock_rows(con):
+    cur = con.execute("SELECT * FROM redlock_locks ORDER BY resource")
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def lock_row(con, res):
+    found = [r for r in lock_rows(con) if r["resource"] == res]
+    return found[0] if found else None
+
+
+def redis_writes(nodes):
+    """SET and EVAL commands the live nodes have executed so far."""
+    return sum(n.calls("eval") + n.calls("set") for n in nodes if n.alive and not n.stopped)
+
+
+def timeout_env(nodes, timeout_ms=250):
+    """REDLOCK_NODES for a cluster with a per-node timeout of timeout_ms
+    (?timeout_ms=): the machines running the suite can be busy, and these
+    tests are not about slow nodes (those that are pass the cluster itself)."""
+    if isinstance(nodes, str):
+        return nodes
+    return ",".join("%s?timeout_ms=%d" % (n.url, timeout_ms) for n in nodes)
+
+
+def sh(sql, nodes, what, **kw):
+    """Run sql in the sqlite3 shell (NULL printed as NULL); it must exit 0
+    with nothing on stderr. Returns stdout's lines."""
+    rc, out, err = shell(".nullvalue NULL\n" + sql, timeout_env(nodes), **kw)
+    eq((rc, err), (0, ""), "%s: shell exit status and stderr (stdout %r)" % (what, out))
+    out = out.strip("\n")
+    return out.split("\n") if out else []
+
+
+def probe(nodes, path, *cmd):
+    """Shell lines that run redis-cli CMD against every node from inside a
+    sqlite3 script, appending the answers (one line per node) to path."""
+    return "\n".join(".system %s -p %d %s >> %s" % (REDIS_CLI, n.port, " ".join(cmd), path)
+                     for n in nodes) + "\n"
+
+
+def probed(path):
+    with open(path) as f:
+        return [l.strip() for l in f.read().splitlines()]
+
+
+def spin_until(cond, limit=40000000):
+    """A single SQL statement that spins until cond (an SQL expression over
+    redlock_* calls) is true, at most `limit` rows (~10 s): polling from inside
+    the shell. cond is evaluated for every row; a subquery in it must refer to
+    the row counter i (e.g. `... FROM redlock_locks WHERE i >= 0`), or SQLite
+    evaluates it only once."""
+    return ("WITH RECURSIVE w(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM w "
+            "WHERE NOT (%s) AND i < %d) SELECT 'spun', max(i) < %d FROM w;" % (cond, limit, limit))
+
+
+def run_directly(globs):
+    """python3 test_x.py: run this module's tests here, with their notes."""
+    passed = failed = 0
+    for name, fn in list(globs.items()):
+        if not (name.startswith("test_") and callable(fn)):
+            continue
+        if len(sys.argv) > 1 and not any(a in name for a in sys.argv[1:]):
+            continue
+        t0 = time.monotonic()
+        try:
+            fn()
+            print("PASS %s (%.2fs)" % (name, time.monotonic() - t0), flush=True)
+            passed += 1
+        except Exception as e:
+            print("FAIL %s: %s" % (name, e), flush=True)
+            failed += 1
+        finally:
+            cleanup_test()
+    terminate_all()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
 
 def _selftest():
     t0 = time.monotonic()

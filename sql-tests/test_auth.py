@@ -1,4 +1,4 @@
-"""Authentication (issue 5) against redis-server processes started that way:
+"""Authentication against redis-server processes started that way:
 requirepass nodes and ACL-user nodes, credentials given by columns and in
 the URL, db selection (the key lands in that db), wrong or missing
 credentials as a clear per-node error (in last_error and in the acquire

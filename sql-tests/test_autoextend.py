@@ -1,4 +1,4 @@
-"""Issue 4, auto-extension: with redlock_config('auto_extend', 1) a lock is
+"""Auto-extension: with redlock_config('auto_extend', 1) a lock is
 extended in the background at about a third of its TTL, so one statement
 running many TTLs keeps it; the extension stops when the lock is released
 or the connection closes, never re-creates a lock, and marks the lock lost
@@ -18,8 +18,8 @@ import time
 
 import harness as h
 from harness import check, eq, holds, is_token, no_key, value
-from test_session import (env, lock_row, lock_rows, note, probe, redis_writes, sh, spin_until,
-                          _run_directly)
+from harness import (lock_row, lock_rows, note, probe, redis_writes, run_directly as _run_directly, sh, spin_until,
+                     timeout_env as env)
 
 TTL = 300          # ms: the lock TTL of these tests
 LONG = 2500        # ms: the long statement (> 8 TTLs)

@@ -1,4 +1,4 @@
-"""The bad-input table (issue 5): every way a caller can get an argument,
+"""The bad-input table: every way a caller can get an argument,
 a node row or a database file wrong, each with the outcome it must have,
 nearly always an error whose text is given here.
 
@@ -19,6 +19,7 @@ Crashes and leaks in these paths are what `make test SANITIZE=1` (this file
 under ASan/UBSan) and `make valgrind` (its bad_input scenario) look for."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import json
 import os
 import shutil
 import sqlite3
@@ -106,6 +107,14 @@ def setup_released(name):
     return s
 
 
+def setup_table_and_own(name):
+    """A table w in the case's main database, and lock `name` (ctx.tok)."""
+    def s(ctx):
+        ctx.con.execute("CREATE TABLE w(x)")
+        setup_own(name)(ctx)
+    return s
+
+
 def setup_prefix(prefix):
     def s(ctx):
         h.value(ctx.con, "SELECT redlock_config('key_prefix', ?)", prefix)
@@ -126,7 +135,8 @@ def hostile_db(*ddl):
         ctx.path = os.path.join(ctx.tmp, "hostile.db")
         db = sqlite3.connect(ctx.path, isolation_level=None)
         for name, n in (("redlock_acquire", 2), ("redlock_release", 1), ("redlock_release", 2),
-                        ("redlock_extend", 3), ("redlock_config", 2)):
+                        ("redlock_extend", 3), ("redlock_config", 2), ("redlock_adopt", 2),
+                        ("redlock_detach", 1)):
             db.create_function(name, n, lambda *a: "x", deterministic=True)
         for stmt in ddl:
             db.execute(stmt)
@@ -179,6 +189,9 @@ def holder_ttl_kept(ctx, result):
 
 A2 = "SELECT redlock_acquire(?, ?)"
 A3 = "SELECT redlock_acquire(?, ?, ?)"
+AM2 = "SELECT redlock_acquire_many(?, ?)"
+RM1 = "SELECT redlock_release_many(?)"
+RM2 = "SELECT redlock_release_many(?, ?)"
 INS_URL = "INSERT INTO redlock_nodes(url) VALUES (?)"
 INS_COLS = "INSERT INTO redlock_nodes(host, port) VALUES (?, ?)"
 
@@ -253,6 +266,43 @@ CASES = [
      lambda ctx: ("bad:d", ctx.tok), Val(None), setup_released("bad:d"), key_absent("bad:d")),
     ("release_never_held", "SELECT redlock_release(?)", (HELD,), Val(None)),
     # -- node URLs -------------------------------------------------------------
+    # -- detach and adopt -------------------------------------------------------
+    ("detach_resource_null", "SELECT redlock_detach(?)", (None,), Err("resource is NULL")),
+    ("detach_resource_blob", "SELECT redlock_detach(?)", (b"\xff",), Err("resource must be text (got a blob)")),
+    ("detach_resource_too_long", "SELECT redlock_detach(?)", ("x" * (LIMIT + 1),),
+     Err("resource is too long (65537 bytes; at most 65536)")),
+    ("detach_never_held", "SELECT redlock_detach(?)", (HELD,), Val(None), None, holder_ttl_kept),
+    ("detach_own", "SELECT redlock_detach(?) = ?", lambda ctx: ("bad:mine", ctx.tok), Val(1),
+     setup_own("bad:mine"), lambda ctx, r: holds_key("bad:mine")(ctx, ctx.tok)),
+    ("adopt_resource_empty", "SELECT redlock_adopt(?, ?)", ("", FOREIGN_TOKEN), Err("resource is empty")),
+    ("adopt_resource_number", "SELECT redlock_adopt(?, ?)", (42, FOREIGN_TOKEN),
+     Err("resource must be text (got a number)")),
+    ("adopt_token_null", "SELECT redlock_adopt(?, ?)", (HELD, None), Err("token is NULL")),
+    ("adopt_token_blob", "SELECT redlock_adopt(?, ?)", (HELD, b"\x00" * 32), Err(TOKEN_MSG)),
+    ("adopt_token_empty", "SELECT redlock_adopt(?, ?)", (HELD, ""), Err(TOKEN_MSG, "(got an empty text)")),
+    ("adopt_token_short", "SELECT redlock_adopt(?, ?)", (HELD, "f" * 31),
+     Err("token must be the 32-character text")),
+    ("adopt_token_too_long", "SELECT redlock_adopt(?, ?)", (HELD, "f" * 2000), Err(TOKEN_MSG)),
+    ("adopt_someone_elses", "SELECT redlock_adopt(?, ?)", (HELD, FOREIGN_TOKEN), Val(None), None,
+     holder_ttl_kept),
+    ("adopt_expired_lock", "SELECT redlock_adopt(?, ?)", lambda ctx: ("bad:exp", ctx.tok), Val(None),
+     setup_expired("bad:exp")),
+    ("adopt_released_lock", "SELECT redlock_adopt(?, ?)", lambda ctx: ("bad:d", ctx.tok), Val(None),
+     setup_released("bad:d"), key_absent("bad:d")),
+    ("adopt_holding_another_token", "SELECT redlock_adopt(?, ?)", ("bad:mine", FOREIGN_TOKEN),
+     Err("already holds this resource with another token"), setup_own("bad:mine")),
+    # -- release before COMMIT -------------------------------------------------
+    ("release_in_write_statement", "INSERT INTO w SELECT redlock_release(?)", ("bad:mine",),
+     Err("redlock_release() refused", "COMMIT first"), setup_table_and_own("bad:mine"),
+     lambda ctx, r: holds_key("bad:mine")(ctx, ctx.tok)),
+    ("release_all_in_write_statement", "INSERT INTO w SELECT redlock_release_all()", (),
+     Err("redlock_release_all() refused", "COMMIT first"), setup_table_and_own("bad:mine"),
+     lambda ctx, r: holds_key("bad:mine")(ctx, ctx.tok)),
+    # -- whole numbers as REAL (Node's better-sqlite3 binds every number so) ---
+    ("ttl_whole_real", A2, ("bad:real", 10000.0), Val(TOKEN), None, holds_key("bad:real")),
+    ("config_whole_real", "SELECT redlock_config('timeout_ms', ?)", (70.0,), Val(70)),
+    ("config_quorum_real_lowered_while_held", "SELECT redlock_config('unsafe_test_quorum', ?)", (1.0,),
+     Err("cannot lower the votes needed"), setup_own("bad:mine")),
     ("url_unknown_scheme", INS_URL, ("http://127.0.0.1:6379",), Err("node URL must start with redis://")),
     ("url_tls_option_without_tls", INS_URL, ("redis://127.0.0.1:6379?tls_verify=0",), Err("it needs rediss://")),
     ("url_malformed", INS_URL, ("redis//127.0.0.1:6379",), Err("node URL must start with redis://")),
@@ -316,6 +366,10 @@ CASES = [
     ("version_one_argument", "SELECT redlock_version(1)", (),
      SqlErr("wrong number of arguments to function redlock_version()")),
     # -- settings --------------------------------------------------------------
+    ("detach_two_arguments", "SELECT redlock_detach('bad:r', 'x')", (),
+     SqlErr("wrong number of arguments to function redlock_detach()")),
+    ("adopt_one_argument", "SELECT redlock_adopt('bad:r')", (),
+     SqlErr("wrong number of arguments to function redlock_adopt()")),
     ("config_unknown", "SELECT redlock_config('nope')", (), Err("unknown setting 'nope'", "timeout_ms")),
     ("config_bad_value", "SELECT redlock_config('timeout_ms', 'x')", (),
      Err("timeout_ms takes a whole number, not text: milliseconds from 1 to 600000")),
@@ -347,13 +401,22 @@ CASES = [
     ("default_acquire", "INSERT INTO t DEFAULT VALUES", (), SqlErr("unsafe use of redlock_acquire()"),
      hostile_db("CREATE TABLE t(x DEFAULT (redlock_acquire('bad:dflt', 10000)))"), key_absent("bad:dflt")),
     # SQLite 3.40 itself does not refuse a DIRECTONLY function in a CHECK
-    # constraint: the extension has to (see the issue 5 report).
+    # constraint: the extension has to (redlock_guard).
     ("check_acquire", "INSERT INTO t VALUES (1)", (), Err("CHECK constraint"),
      hostile_db("CREATE TABLE t(x CHECK (redlock_acquire('bad:chk', 10000) IS NOT NULL))"),
      key_absent("bad:chk")),
     ("check_release_holder", "INSERT INTO t VALUES (1)", (), Err("CHECK constraint"),
      hostile_db("CREATE TABLE t(x CHECK (redlock_release('bad:held', '%s') IS NOT NULL))"
                 % FOREIGN_TOKEN)),
+    ("check_adopt_holder", "INSERT INTO t VALUES (1)", (), Err("CHECK constraint"),
+     hostile_db("CREATE TABLE t(x CHECK (redlock_adopt('bad:held', '%s') IS NOT NULL))" % FOREIGN_TOKEN),
+     holder_ttl_kept),
+    ("check_detach", "INSERT INTO t VALUES (1)", (), Err("CHECK constraint"),
+     hostile_db("CREATE TABLE t(x CHECK (redlock_detach('bad:held') IS NOT NULL))")),
+    ("view_adopt", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_adopt()"),
+     hostile_db("CREATE VIEW v AS SELECT redlock_adopt('bad:held', '%s')" % FOREIGN_TOKEN)),
+    ("trigger_detach", "INSERT INTO t VALUES (1)", (), SqlErr("unsafe use of redlock_detach()"),
+     hostile_db("CREATE TABLE t(x)", "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT redlock_detach('x'); END")),
     ("generated_column", "INSERT INTO t(x) VALUES (1)", (),
      SqlErr("non-deterministic functions prohibited in generated columns"),
      hostile_db("CREATE TABLE t(x, y AS (redlock_acquire('bad:gen', 10000)))"), key_absent("bad:gen")),
@@ -366,6 +429,46 @@ CASES = [
      SqlErr("non-deterministic functions prohibited in index expressions"),
      hostile_db("CREATE TABLE t(x)", "CREATE INDEX i ON t(redlock_acquire(x, 10000))"),
      key_absent("bad:eidx")),
+    # -- several names at once: redlock_acquire_many / redlock_release_many -----
+    ("many_empty_array", AM2, ("[]", 1000), Err("resources_json is an empty array", "give at least one name")),
+    ("many_null", AM2, (None, 1000), Err("resources_json is NULL", "json_group_array")),
+    ("many_number", AM2, (42, 1000), Err("resources_json must be text holding a JSON array of names (got a number)")),
+    ("many_blob", AM2, (b"[]", 1000), Err("resources_json must be text holding a JSON array of names (got a blob)")),
+    ("many_not_json", AM2, ("[\"a\",", 1000), Err("resources_json is not valid JSON")),
+    ("many_bare_name", AM2, ("bad:r", 1000), Err("resources_json is not valid JSON")),
+    ("many_object", AM2, ('{"bad:r": 1}', 1000), Err("must be a JSON array of names, not a JSON object")),
+    ("many_string", AM2, ('"bad:r"', 1000), Err("must be a JSON array of names, not a JSON text")),
+    ("many_non_string", AM2, ('["bad:r", 7]', 1000),
+     Err("element 2 of resources_json is a JSON integer; every name must be a JSON string"), None, key_absent("bad:r")),
+    ("many_nested", AM2, ('["bad:r", ["x"]]', 1000), Err("element 2 of resources_json is a JSON array")),
+    ("many_null_element", AM2, ('["bad:r", null]', 1000), Err("element 2 of resources_json is a JSON null")),
+    ("many_duplicate", AM2, ('["bad:r", "bad:s", "bad:r"]', 1000), Err("'bad:r' is in the list twice"), None,
+     key_absent("bad:s")),
+    ("many_empty_name", AM2, ('["bad:r", ""]', 1000), Err("element 2 of resources_json is an empty name")),
+    ("many_nul_escape", AM2, ('["bad:r\\u0000x"]', 1000), Err("contains \\u0000 (a NUL character)"), None,
+     key_absent("bad:r")),
+    ("many_escaped_backslash_u0000", AM2, ('["bad:r\\\\u0000"]', 1000), Val(TOKEN), None,
+     holds_key("bad:r\\u0000")),
+    ("many_over_limit", AM2, (lambda ctx: (json.dumps(["bad:%d" % i for i in range(10001)]), 1000)),
+     Err("more than 10000 names", "split the set")),
+    ("many_name_too_long", AM2, (json.dumps(["bad:r", "x" * (LIMIT + 1)]), 1000),
+     Err("name 2 of the list", "key_prefix plus resource may be at most 65536 bytes"), None, key_absent("bad:r")),
+    ("many_ttl_zero", AM2, ('["bad:r"]', 0), Err(TTL_MSG)),
+    ("many_ttl_text", AM2, ('["bad:r"]', "10"), Err(TTL_MSG)),
+    ("many_wait_negative", "SELECT redlock_acquire_many(?, ?, ?)", ('["bad:r"]', 1000, -1), Err(WAIT_MSG)),
+    ("many_holds_held_name", AM2, (json.dumps(["bad:s", HELD]), 1000), Val(None), None, key_absent("bad:s")),
+    ("many_already_listed", AM2, ('["bad:s", "bad:mine"]', 1000), Err("'bad:mine' (name 2 of the list) is already listed"),
+     setup_own("bad:mine"), key_absent("bad:s")),
+    ("many_three_arguments_release", "SELECT redlock_release_many('[]', 'a', 'b')", (),
+     SqlErr("wrong number of arguments to function redlock_release_many()")),
+    ("many_one_argument_acquire", "SELECT redlock_acquire_many('[]')", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_many()")),
+    ("release_many_empty", RM1, ("[]",), Err("resources_json is an empty array")),
+    ("release_many_not_array", RM1, ("{}",), Err("must be a JSON array of names, not a JSON object")),
+    ("release_many_token_null", RM2, ('["bad:r"]', None), Err("token is NULL")),
+    ("release_many_token_blob", RM2, ('["bad:r"]', b"\x00"), Err("token must be the text redlock_acquire_many returned")),
+    ("release_many_someone_elses", RM2, (json.dumps([HELD]), FOREIGN_TOKEN), Val(0)),
+    ("release_many_not_held", RM1, (json.dumps([HELD]),), Val(None)),
 ]
 
 
@@ -386,7 +489,9 @@ def _run(case):
     # loaded machine (the sanitizer run) does not leave a node out.
     holder = h.connect(c, timeout_ms=2000)
     htok = h.is_token(h.value(holder, "SELECT redlock_acquire(?, 60000)", HELD), "holder's token")
-    eq([n.get(HELD) for n in c], [htok] * len(c), "the holder's key on every node before the case")
+    # acquire returns at a quorum: the last node's SET may still be on its way.
+    h.wait_until(lambda: [n.get(HELD) for n in c] == [htok] * len(c), 10,
+                 what="the holder's key on every node before the case")
     ctx = Ctx(c, htok)
     try:
         database = ":memory:"

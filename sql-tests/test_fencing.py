@@ -1,4 +1,4 @@
-"""Issue 4, fencing numbers: every acquisition gets a number, strictly greater
+"""Fencing numbers: every acquisition gets a number, strictly greater
 than every earlier holder's while a majority of nodes keeps its data. The
 counter is key_prefix || resource || ':fence' on every node, incremented by
 the acquire script; the acquisition takes the maximum over its quorum and
@@ -18,7 +18,8 @@ import tempfile
 import harness as h
 from faultproxy import FaultProxy
 from harness import check, eq, holds, is_token, no_key, value
-from test_session import env, lock_row, note, probe, probed, sh, _run_directly
+from harness import (lock_row, note, probe, probed, run_directly as _run_directly, sh,
+                     timeout_env as env)
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 

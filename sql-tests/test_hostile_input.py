@@ -1,4 +1,5 @@
-"""Hostile input, second round (issue 11 items 2, 3, 5, 6; issue 10 hole 2).
+"""Hostile input: secrets echoed by servers, schemas that call redlock from
+where they must not, and node-list changes while locks are held.
 
 * Secrets in server replies: a real redis-server with AUTH or SET renamed
   echoes the arguments it was sent ("with args beginning with: 'app'
@@ -198,7 +199,7 @@ def test_writes_inside_transaction_refused():
 
 
 # --------------------------------------------------------------------------
-# issue 10 hole 2: no node-list change while locks are held
+# no node-list change while locks are held (a lock counts only on the nodes it was taken on)
 # --------------------------------------------------------------------------
 
 WRITES = ("DELETE FROM redlock_nodes WHERE id > 1",

@@ -1,4 +1,4 @@
-"""Regression tests for the holes an adversarial review found (issue 10):
+"""Regression tests for the holes an adversarial review found:
 the restart guard judged a node only when its connection opened; a node
 listed twice could vote before it was known to be the same server; a
 fencing number could be handed out that was stored on one node only; and

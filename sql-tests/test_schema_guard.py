@@ -17,7 +17,6 @@ refuse a CHECK constraint: that is the extension's part."""
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -53,6 +52,7 @@ CALLS = {
     "acquire": ("redlock_acquire('atk', 600000)", "redlock_acquire('job', 10000)"),
     "lock": ("redlock_lock('atk', 600000)", "redlock_lock('job', 10000)"),
     "config": ("redlock_config('unsafe_test_quorum', 1)", "redlock_config('timeout_ms')"),
+    "adopt": ("redlock_adopt('atk', '%s')" % ("a" * 32), "redlock_adopt('job', '%s')" % ("0" * 32)),
 }
 
 # What a refusal may say: ours, or SQLite's own (at prepare or schema load).
@@ -62,7 +62,8 @@ CLEAR_ERRORS = ("redlock: ", "unsafe use of redlock_", "malformed database schem
 def _stand_ins(db):
     for name, n in (("redlock_acquire", 2), ("redlock_lock", 2), ("redlock_config", 1),
                     ("redlock_config", 2), ("redlock_release", 1), ("redlock_release", 2),
-                    ("redlock_release_all", 0), ("redlock_extend", 2), ("redlock_extend", 3)):
+                    ("redlock_release_all", 0), ("redlock_extend", 2), ("redlock_extend", 3),
+                    ("redlock_adopt", 2), ("redlock_detach", 1)):
         db.create_function(name, n, lambda *a: 1, deterministic=True)
 
 
@@ -376,28 +377,7 @@ def test_waiting_acquire_leaves_attached_files_unlocked():
 # a recent SQLite (3.50 or later) in Node: better-sqlite3 bundles its own
 # --------------------------------------------------------------------------
 
-NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node")
-
-
-def _node_setup():
-    """(node, None) when better-sqlite3 is there, else (None, why). The
-    install runs at import, outside the per-test time limit: the first time
-    it compiles better-sqlite3 (about a minute)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if not node or not npm:
-        return None, "node or npm is not installed"
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
-        try:
-            r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            return None, "npm install better-sqlite3 took more than 600 s"
-        if r.returncode != 0:
-            return None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
-    return node, None
-
-
-NODE, NODE_WHY = _node_setup()
+NODE, NODE_WHY = h.node_setup()
 
 
 def test_node_recent_sqlite_check():
@@ -405,11 +385,8 @@ def test_node_recent_sqlite_check():
         raise unittest.SkipTest(NODE_WHY)
     c = h.shared_cluster(1)
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, REDLOCK_NODES=h.nodes_env_of(c))
-        if env.get("ASAN_OPTIONS"):
-            # a sanitizer run: node itself is not built for LeakSanitizer
-            env["ASAN_OPTIONS"] += ":detect_leaks=0"
-        r = subprocess.run([NODE, os.path.join(NODE_DIR, "schema_guard.js"), h.EXT_SO, d], cwd=NODE_DIR, env=env,
+        env = h.node_env(c)
+        r = subprocess.run([NODE, os.path.join(h.NODE_DIR, "schema_guard.js"), h.EXT_SO, d], cwd=h.NODE_DIR, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=25)
         eq(r.returncode, 0, "node schema_guard.js exit status (stderr: %s)" % r.stderr.strip()[-500:])
         out = json.loads(r.stdout)

@@ -1,4 +1,4 @@
-"""Issue 4, a session: reentrancy per connection, the redlock_locks table,
+"""A session: reentrancy per connection, the redlock_locks table,
 redlock_release_all(), release when the connection closes, redlock_validity
 and the strict redlock_lock, each from /usr/bin/python3 and from the real
 sqlite3 shell. (Auto-extension: test_autoextend.py; fencing: test_fencing.py.)
@@ -19,98 +19,13 @@ import time
 
 import harness as h
 from harness import check, eq, holds, is_token, no_key, value
+from harness import (lock_row, lock_rows, note, probe, probed, redis_writes, run_directly as _run_directly, sh,
+                     spin_until, timeout_env as env)
 
 COLUMNS = ["resource", "token", "ttl_ms", "validity_ms", "holds", "fence", "nodes",
            "extensions", "auto_extend", "state", "lost_reason"]
 
 
-# --------------------------------------------------------------------------
-# helpers (shared by test_autoextend.py and test_fencing.py)
-# --------------------------------------------------------------------------
-
-def note(msg):
-    """Evidence for the reader: printed to the test's stdout (shown when the
-    module is run directly; run.py keeps it in the module's log)."""
-    print("NOTE " + msg, flush=True)
-
-
-def lock_rows(con):
-    cur = con.execute("SELECT * FROM redlock_locks ORDER BY resource")
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
-
-
-def lock_row(con, res):
-    found = [r for r in lock_rows(con) if r["resource"] == res]
-    return found[0] if found else None
-
-
-def redis_writes(nodes):
-    """SET and EVAL commands the live nodes have executed so far."""
-    return sum(n.calls("eval") + n.calls("set") for n in nodes if n.alive and not n.stopped)
-
-
-def env(nodes, timeout_ms=250):
-    """REDLOCK_NODES for a cluster with a per-node timeout of timeout_ms
-    (?timeout_ms=): the machines running the suite can be busy, and these
-    tests are not about slow nodes (those that are pass the cluster itself)."""
-    if isinstance(nodes, str):
-        return nodes
-    return ",".join("%s?timeout_ms=%d" % (n.url, timeout_ms) for n in nodes)
-
-
-def sh(sql, nodes, what, **kw):
-    """Run sql in the sqlite3 shell (NULL printed as NULL); it must exit 0
-    with nothing on stderr. Returns stdout's lines."""
-    rc, out, err = h.shell(".nullvalue NULL\n" + sql, env(nodes), **kw)
-    eq((rc, err), (0, ""), "%s: shell exit status and stderr (stdout %r)" % (what, out))
-    out = out.strip("\n")
-    return out.split("\n") if out else []
-
-
-def probe(nodes, path, *cmd):
-    """Shell lines that run redis-cli CMD against every node from inside a
-    sqlite3 script, appending the answers (one line per node) to path."""
-    return "\n".join(".system %s -p %d %s >> %s" % (h.REDIS_CLI, n.port, " ".join(cmd), path)
-                     for n in nodes) + "\n"
-
-
-def probed(path):
-    with open(path) as f:
-        return [l.strip() for l in f.read().splitlines()]
-
-
-def spin_until(cond, limit=40000000):
-    """A single SQL statement that spins until cond (an SQL expression over
-    redlock_* calls) is true, at most `limit` rows (~10 s): polling from inside
-    the shell. cond is evaluated for every row; a subquery in it must refer to
-    the row counter i (e.g. `... FROM redlock_locks WHERE i >= 0`), or SQLite
-    evaluates it only once."""
-    return ("WITH RECURSIVE w(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM w "
-            "WHERE NOT (%s) AND i < %d) SELECT 'spun', max(i) < %d FROM w;" % (cond, limit, limit))
-
-
-def _run_directly(globs):
-    """python3 test_x.py: run this module's tests here, with their notes."""
-    passed = failed = 0
-    for name, fn in list(globs.items()):
-        if not (name.startswith("test_") and callable(fn)):
-            continue
-        if len(sys.argv) > 1 and not any(a in name for a in sys.argv[1:]):
-            continue
-        t0 = time.monotonic()
-        try:
-            fn()
-            print("PASS %s (%.2fs)" % (name, time.monotonic() - t0), flush=True)
-            passed += 1
-        except Exception as e:
-            print("FAIL %s: %s" % (name, e), flush=True)
-            failed += 1
-        finally:
-            h.cleanup_test()
-    h.terminate_all()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
 
 
 # --------------------------------------------------------------------------

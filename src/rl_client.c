@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "rl_clock.h"
-#include "rl_round.h"
 #include "rl_text.h"
 
 /* The text settings, each owned by the client and "" by default. */
@@ -25,6 +24,7 @@ static void free_text_settings(rl_settings *s) {
 rl_client *rl_client_new(void) {
     rl_client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
+    c->set = (rl_settings)RL_SETTINGS_DEFAULTS;
     int ok = 1;
     for (int i = 0; text_settings(&c->set, i); i++) ok &= (*text_settings(&c->set, i) = calloc(1, 1)) != NULL;
     if (!ok || pthread_mutex_init(&c->mu, NULL) != 0) {
@@ -32,41 +32,35 @@ rl_client *rl_client_new(void) {
         free(c);
         return NULL;
     }
-    c->set.tls_verify = 1;
-    c->set.timeout_ms = 50;
-    c->set.retry_delay_ms = 200;
-    c->set.retry_jitter_ms = 100;
-    c->set.drift_factor = 0.01;
-    c->set.fencing = 1;
-    c->set.fence_ttl_ms = 7LL * 24 * 3600 * 1000;
-    c->set.reconnect_min_ms = 100;
-    c->set.reconnect_max_ms = 5000;
     c->next_id = 1;
     return c;
 }
 
 /* Gives cleanups still unsent on stalled connections a bounded chance to
  * leave (at most one node timeout: the node may be hung). Replies owed on
- * active connections were settled already (rl_client_settle). */
+ * active connections were settled already (rl_round_settle). */
 static void flush_stale(rl_client *c) {
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    struct pollfd *pfd = calloc(n, sizeof *pfd);
+    rl_conn **who = calloc(n, sizeof *who);
     int64_t deadline = 0;
-    for (;;) {
-        struct pollfd pfd[64];
-        rl_conn *who[64];
+    while (pfd && who) {
         int k = 0;
         int64_t now = rl_now_us();
-        for (int i = 0; i < c->n && k < 64; i++) {
+        for (int i = 0; i < c->n; i++) {
             rl_conn *cn = c->nodes[i]->stale;
             if (!cn || !(rl_conn_events(cn) & POLLOUT)) continue;
-            if (!deadline) deadline = now + rl_node_timeout_us(c, c->nodes[i]);
+            if (!deadline) deadline = now + rl_client_timeout_us(c, c->nodes[i]);
             pfd[k] = (struct pollfd){.fd = cn->fd, .events = POLLOUT};
             who[k++] = cn;
         }
-        if (k == 0 || now >= deadline) return;
-        if (poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0) return;
+        if (k == 0 || now >= deadline) break;
+        if (poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0) break;
         for (int i = 0; i < k; i++)
             if (pfd[i].revents) rl_conn_progress(who[i], pfd[i].revents);
     }
+    free(pfd);
+    free(who); /* out of memory: the cleanups are dropped with their connections */
 }
 
 static void node_free(rl_node *node) {
@@ -86,7 +80,6 @@ void rl_client_set_cancel(rl_client *c, int (*cancel)(void *ctx), void *ctx) {
 
 void rl_client_free(rl_client *c) {
     if (!c) return;
-    rl_client_settle(c); /* late replies still act (fence write-backs), bounded */
     pthread_mutex_lock(&c->mu);
     flush_stale(c);
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
@@ -99,7 +92,7 @@ void rl_client_free(rl_client *c) {
 }
 
 /* Resolves ep->host once, now, so no DNS lookup ever runs on the lock path. */
-static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen_t *len, char *err, size_t errlen) {
+static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen_t *len, rl_error *err) {
     struct addrinfo hints = {0}, *res = NULL;
     char port[16];
     hints.ai_socktype = SOCK_STREAM;
@@ -107,7 +100,7 @@ static int resolve(const rl_endpoint *ep, struct sockaddr_storage *addr, socklen
     snprintf(port, sizeof port, "%d", ep->port);
     int rc = getaddrinfo(ep->host, port, &hints, &res);
     if (rc != 0 || !res) {
-        snprintf(err, errlen, "cannot resolve host '%s': %s", ep->host, gai_strerror(rc));
+        rl_error_set(err, RL_ERR_RESOLVE, "cannot resolve host '%s': %s", ep->host, gai_strerror(rc));
         return -1;
     }
     memcpy(addr, res->ai_addr, res->ai_addrlen);
@@ -126,36 +119,36 @@ static int same_target(const rl_endpoint *a, const rl_endpoint *b) {
     return a->port == b->port && a->db == b->db && strcmp(a->host, b->host) == 0;
 }
 
-int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char *err, size_t errlen) {
-    if (rl_endpoint_check(ep, err, errlen) != 0) return -1;
+int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, rl_error *err) {
+    if (rl_endpoint_check(ep, err) != 0) return -1;
     rl_node *node = calloc(1, sizeof *node);
     if (!node) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
-    if (resolve(ep, &node->addr, &node->addrlen, err, errlen) != 0) {
+    if (resolve(ep, &node->addr, &node->addrlen, err) != 0) {
         free(node);
         return -1;
     }
     if (rl_endpoint_copy(&node->ep, ep) != 0) {
         free(node);
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     pthread_mutex_lock(&c->mu);
     int64_t rc = -1;
     if (id > 0 && find_index(c, id) >= 0) {
-        snprintf(err, errlen, "a node with id %lld exists already", (long long)id);
+        rl_error_set(err, RL_ERR_STATE, "a node with id %lld exists already", (long long)id);
         goto out;
     }
     if (id <= 0 && c->next_id == 0) {
-        snprintf(err, errlen, "no automatic node id is left after %lld; give the id, as in INSERT INTO "
+        rl_error_set(err, RL_ERR_STATE, "no automatic node id is left after %lld; give the id, as in INSERT INTO "
                               "redlock_nodes(id, host, port) VALUES (2, '10.0.0.2', 6379)", (long long)INT64_MAX);
         goto out;
     }
     for (int i = 0; i < c->n; i++)
         if (same_target(&c->nodes[i]->ep, ep)) {
-            snprintf(err, errlen, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
+            rl_error_set(err, RL_ERR_STATE, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
                      ep->host, ep->port, ep->db, (long long)c->nodes[i]->id);
             goto out;
         }
@@ -163,14 +156,14 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, char
         int cap = c->cap ? c->cap * 2 : 8;
         rl_node **nn = realloc(c->nodes, (size_t)cap * sizeof *nn);
         if (!nn) {
-            snprintf(err, errlen, "out of memory");
+            rl_error_set(err, RL_ERR_NOMEM, "out of memory");
             goto out;
         }
         c->nodes = nn;
         c->cap = cap;
     }
     /* TLS files are loaded now, so a bad one is reported by the INSERT. */
-    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) goto out;
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) goto out;
     node->id = id > 0 ? id : c->next_id;
     if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
     node->cfg = ++c->cfg_count;
@@ -183,26 +176,26 @@ out:
     return rc;
 }
 
-int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char *err, size_t errlen) {
-    if (rl_endpoint_check(ep, err, errlen) != 0) return -1;
+int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_error *err) {
+    if (rl_endpoint_check(ep, err) != 0) return -1;
     struct sockaddr_storage addr;
     socklen_t addrlen;
     rl_endpoint copy;
     rl_tls_peer tls = {0};
-    if (resolve(ep, &addr, &addrlen, err, errlen) != 0) return -1;
+    if (resolve(ep, &addr, &addrlen, err) != 0) return -1;
     if (rl_endpoint_copy(&copy, ep) != 0) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     pthread_mutex_lock(&c->mu);
     int i = find_index(c, id), rc = -1;
     if (i < 0) {
-        snprintf(err, errlen, "no node with id %lld", (long long)id);
+        rl_error_set(err, RL_ERR_STATE, "no node with id %lld", (long long)id);
         goto out;
     }
     for (int j = 0; j < c->n; j++)
         if (j != i && same_target(&c->nodes[j]->ep, ep)) {
-            snprintf(err, errlen, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
+            rl_error_set(err, RL_ERR_STATE, "node %s:%d/%d is listed already (node %lld); each node must be listed once",
                      ep->host, ep->port, ep->db, (long long)c->nodes[j]->id);
             goto out;
         }
@@ -211,7 +204,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, char 
      * fails the UPDATE and leaves the node as it was. */
     if (copy.tls) {
         rl_node trial = {.ep = copy};
-        if (rl_node_tls_prepare(c, &trial, err, errlen) != 0) goto out;
+        if (rl_client_tls_prepare(c, &trial, err) != 0) goto out;
         tls = trial.tls;
     }
     rl_conn_close(node->conn);
@@ -256,7 +249,7 @@ int rl_client_remove_node(rl_client *c, int64_t id) {
     return i >= 0 ? 0 : -1;
 }
 
-void rl_node_list_free(rl_node_list *list) {
+void rl_client_nodes_free(rl_node_list *list) {
     for (int i = 0; list->spare && i < list->n; i++) node_free(list->spare[i]);
     free(list->spare);
     free(list->slots);
@@ -277,7 +270,7 @@ int rl_client_nodes_save(rl_client *c, rl_node_list *out) {
     for (int i = 0; ok && i < c->n; i++) {
         const rl_node *node = c->nodes[i];
         rl_node *copy = calloc(1, sizeof *copy);
-        out->n = i + 1; /* so rl_node_list_free frees what was made */
+        out->n = i + 1; /* so rl_client_nodes_free frees what was made */
         if (!copy || rl_endpoint_copy(&copy->ep, &node->ep) != 0) {
             free(copy);
             ok = 0;
@@ -296,7 +289,7 @@ int rl_client_nodes_save(rl_client *c, rl_node_list *out) {
         out->next_id = c->next_id;
     }
     pthread_mutex_unlock(&c->mu);
-    if (!ok) rl_node_list_free(out);
+    if (!ok) rl_client_nodes_free(out);
     return ok ? 0 : -1;
 }
 
@@ -333,7 +326,7 @@ static const char *state_name(const rl_client *c, const rl_node *node, int64_t n
     if (node->health == RL_HEALTH_DOWN) return "down";
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
-    if (node->conn && node->info_known && rl_node_guard_left_us(c, node, now) > 0) return "restarting";
+    if (node->conn && node->info_known && rl_client_guard_left_us(c, node, now) > 0) return "restarting";
     if (node->health == RL_HEALTH_IDLE) return "idle";
     return "up";
 }
@@ -346,7 +339,7 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
         rl_node *node = c->nodes[i];
         if (rl_endpoint_copy(&out->ep, &node->ep) == 0) {
             out->id = node->id;
-            out->timeout_ms = rl_node_timeout_us(c, node) / 1000;
+            out->timeout_ms = rl_client_timeout_us(c, node) / 1000;
             out->state = state_name(c, node, rl_now_us());
             rl_text_clean(out->last_error, sizeof out->last_error, node->last_error, strlen(node->last_error));
             out->tls_resumed = node->tls.resumed;
@@ -391,12 +384,12 @@ static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
     return cfg;
 }
 
-int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
+int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err) {
     if (node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
     rl_tls_config cfg = tls_config(c, &node->ep.tls_opts);
     char *key = rl_tls_config_key(&cfg);
     if (!key) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     SSL_CTX *ctx = NULL;
@@ -404,7 +397,7 @@ int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
         const rl_tls_peer *o = &c->nodes[i]->tls;
         if (o->ctx && o->gen == c->tls_gen && strcmp(o->key, key) == 0) ctx = rl_tls_ctx_ref(o->ctx);
     }
-    if (!ctx && !(ctx = rl_tls_ctx_new(&cfg, err, errlen))) {
+    if (!ctx && !(ctx = rl_tls_ctx_new(&cfg, err))) {
         free(key);
         return -1;
     }
@@ -412,21 +405,8 @@ int rl_node_tls_prepare(rl_client *c, rl_node *node, char *err, size_t errlen) {
     return 0;
 }
 
-rl_conn *rl_node_open(rl_client *c, rl_node *node, char *err, size_t errlen) {
-    if (node->ep.tls && rl_node_tls_prepare(c, node, err, errlen) != 0) return NULL;
-    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err, errlen);
-    if (!conn || !node->ep.tls) return conn;
-    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err, errlen);
-    if (!ssl) {
-        rl_conn_close(conn);
-        return NULL;
-    }
-    rl_conn_use_tls(conn, ssl);
-    return conn;
-}
-
-int64_t rl_node_timeout_us(const rl_client *c, const rl_node *n) {
-    return (n->ep.timeout_ms > 0 ? n->ep.timeout_ms : c->set.timeout_ms) * 1000;
+int64_t rl_client_timeout_us(const rl_client *c, const rl_node *node) {
+    return (node->ep.timeout_ms > 0 ? node->ep.timeout_ms : c->set.timeout_ms) * 1000;
 }
 
 int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms) {
@@ -436,4 +416,16 @@ int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms) {
 int rl_client_quorum(const rl_client *c) {
     if (c->set.unsafe_test_quorum > 0) return (int)c->set.unsafe_test_quorum;
     return c->n / 2 + 1;
+}
+
+int64_t rl_client_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us) {
+    if (!c->set.restart_guard) return 0;
+    if (node->uptime_ms < 0) return INT64_MAX;
+    /* A lock a node forgot in a restart was set before the restart, so it
+     * ends at most one TTL (plus drift) after it: a node up for longer than
+     * the largest TTL any client uses can have forgotten none still valid. */
+    int64_t period_ms = c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard;
+    int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
+    int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
+    return up_us < need_us ? need_us - up_us : 0;
 }

@@ -13,25 +13,26 @@
 #include <string.h>
 #include <unistd.h>
 
-static int set_broken(rl_conn *c, const char *what, int e) {
+/* Marks c broken with the first reason only (what, and errno e when not 0). */
+static int set_broken(rl_conn *c, rl_error_kind kind, const char *what, int e) {
     if (!c->broken) {
         c->broken = 1;
-        if (e) snprintf(c->err, sizeof c->err, "%s: %s", what, strerror(e));
-        else snprintf(c->err, sizeof c->err, "%s", what);
+        if (e) rl_error_set(&c->err, kind, "%s: %s", what, strerror(e));
+        else rl_error_set(&c->err, kind, "%s", what);
     }
     return -1;
 }
 
-rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen) {
+rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, rl_error *err) {
     rl_conn *c = calloc(1, sizeof *c);
     if (!c || !(c->reader = rl_reader_new())) {
         free(c);
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return NULL;
     }
     c->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        rl_error_set(err, RL_ERR_IO, "socket: %s", strerror(errno));
         rl_reader_free(c->reader);
         free(c);
         return NULL;
@@ -40,7 +41,7 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err,
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(c->fd, addr, addrlen) != 0) {
         if (errno != EINPROGRESS) {
-            snprintf(err, errlen, "connect: %s", strerror(errno));
+            rl_error_set(err, RL_ERR_IO, "connect: %s", strerror(errno));
             rl_conn_close(c);
             return NULL;
         }
@@ -83,29 +84,28 @@ static int push_tag(rl_conn *c, const rl_tag *tag) {
 /* A TLS connection that breaks after its handshake but before any reply:
  * a server that wants a client certificate checks it only then (TLS 1.3)
  * and drops the connection, with or without an alert. */
-static int tls_broken(rl_conn *c, const char *why) {
-    char msg[sizeof c->err];
-    if (c->got_any || strstr(why, "client certificate")) return set_broken(c, why, 0);
-    snprintf(msg, sizeof msg, "%.70s (before any reply: does the server want a client certificate? set tls_cert_file "
-                              "and tls_key_file)", why);
-    return set_broken(c, msg, 0);
+static int tls_broken(rl_conn *c, const rl_error *why) {
+    if (c->got_any || strstr(why->msg, "client certificate")) return set_broken(c, why->kind, why->msg, 0);
+    if (c->broken) return -1;
+    c->broken = 1;
+    return rl_error_set(&c->err, why->kind, "%.70s (before any reply: does the server want a client certificate? set "
+                                            "tls_cert_file and tls_key_file)", why->msg);
 }
 
 static int flush_out(rl_conn *c) {
     while (c->out.off < c->out.len) {
         ssize_t n;
         if (c->ssl) {
-            char why[sizeof c->err];
-            n = rl_tls_write(c->ssl, c->out.data + c->out.off, c->out.len - c->out.off, &c->write_wants_read, why,
-                             sizeof why);
-            if (n < 0) return tls_broken(c, why);
+            rl_error why;
+            n = rl_tls_write(c->ssl, c->out.data + c->out.off, c->out.len - c->out.off, &c->write_wants_read, &why);
+            if (n < 0) return tls_broken(c, &why);
             if (n == 0) return 0;
         } else {
             n = send(c->fd, c->out.data + c->out.off, c->out.len - c->out.off, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-                return set_broken(c, "send", errno);
+                return set_broken(c, RL_ERR_IO, "send", errno);
             }
         }
         rl_buf_consume(&c->out, (size_t)n);
@@ -116,10 +116,10 @@ static int flush_out(rl_conn *c) {
 int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens) {
     if (c->broken) return -1;
     size_t before = c->out.len;
-    if (rl_buf_append_command(&c->out, argc, argv, lens) != 0) return set_broken(c, "out of memory", 0);
+    if (rl_buf_append_command(&c->out, argc, argv, lens) != 0) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
     if (tag && push_tag(c, tag) != 0) {
         c->out.len = before;
-        return set_broken(c, "out of memory", 0);
+        return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
     }
     if (!c->connecting && !c->handshaking) return flush_out(c);
     return 0;
@@ -139,7 +139,7 @@ static int finish_connect(rl_conn *c) {
     socklen_t len = sizeof e;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
     if (e == EINPROGRESS || e == EALREADY) return 0;
-    if (e) return set_broken(c, "connect", e);
+    if (e) return set_broken(c, RL_ERR_IO, "connect", e);
     c->connecting = 0;
     return 0;
 }
@@ -149,7 +149,7 @@ static int finish_connect(rl_conn *c) {
 static int plain_first_bytes(rl_conn *c, const char *buf) {
     int tls = !c->got_any && (buf[0] == 0x15 || buf[0] == 0x16);
     c->got_any = 1;
-    return tls ? set_broken(c, "the server answered in TLS; this port serves TLS (use rediss:// for it)", 0) : 0;
+    return tls ? set_broken(c, RL_ERR_IO, "the server answered in TLS; this port serves TLS (use rediss:// for it)", 0) : 0;
 }
 
 static int read_in(rl_conn *c) {
@@ -157,28 +157,28 @@ static int read_in(rl_conn *c) {
     for (;;) {
         ssize_t n;
         if (c->ssl) {
-            char why[sizeof c->err];
-            n = rl_tls_read(c->ssl, buf, sizeof buf, &c->read_wants_write, why, sizeof why);
-            if (n < 0) return tls_broken(c, why);
+            rl_error why;
+            n = rl_tls_read(c->ssl, buf, sizeof buf, &c->read_wants_write, &why);
+            if (n < 0) return tls_broken(c, &why);
             if (n == 0) return 0;
             c->got_any = 1;
         } else {
             n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (n == 0) return set_broken(c, c->got_any ? "connection closed by the server" :
+            if (n == 0) return set_broken(c, RL_ERR_IO, c->got_any ? "connection closed by the server" :
                                          "connection closed by the server before any reply (if this port serves "
                                          "TLS, use rediss://)", 0);
             if (n < 0) {
                 if (errno == EINTR) continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
                 if (!c->got_any && errno == ECONNRESET)
-                    return set_broken(c, "recv: connection reset before any reply (if this port serves TLS, use rediss://)", 0);
-                return set_broken(c, "recv", errno);
+                    return set_broken(c, RL_ERR_IO, "recv: connection reset before any reply (if this port serves TLS, use rediss://)", 0);
+                return set_broken(c, RL_ERR_IO, "recv", errno);
             }
             if (plain_first_bytes(c, buf) != 0) return -1;
         }
-        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, "out of memory", 0);
+        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
         if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
-            return set_broken(c, "protocol error: a reply larger than 16 MiB", 0);
+            return set_broken(c, RL_ERR_PROTOCOL, "protocol error: a reply larger than 16 MiB", 0);
         /* A short read emptied the socket; with TLS, records already taken
          * from it may still hold bytes, which no poll would announce. */
         if ((size_t)n < sizeof buf && !(c->ssl && rl_tls_pending(c->ssl))) return 0;
@@ -186,9 +186,9 @@ static int read_in(rl_conn *c) {
 }
 
 static int handshake(rl_conn *c) {
-    char why[sizeof c->err];
-    int r = rl_tls_handshake(c->ssl, &c->hs_want_write, why, sizeof why);
-    if (r < 0) return set_broken(c, why, 0);
+    rl_error why;
+    int r = rl_tls_handshake(c->ssl, &c->hs_want_write, &why);
+    if (r < 0) return set_broken(c, why.kind, why.msg, 0);
     if (r == 0) return 0;
     c->handshaking = 0;
     if (flush_out(c) != 0) return -1;
@@ -215,12 +215,12 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     void *r = NULL;
     *reply = NULL;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
-        char msg[150];
+        if (c->broken) return -1;
+        c->broken = 1;
         if (rl_reader_too_big(c->reader))
-            snprintf(msg, sizeof msg, "protocol error: a reply with more than %d elements", RL_REPLY_MAX_ELEMENTS);
-        else
-            snprintf(msg, sizeof msg, "protocol error: %s", c->reader->errstr);
-        return set_broken(c, msg, 0);
+            return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: a reply with more than %d elements",
+                                RL_REPLY_MAX_ELEMENTS);
+        return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: %.100s", c->reader->errstr);
     }
     if (!r) return 0;
     if (c->push) {
@@ -230,7 +230,7 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     }
     if (c->count == 0) {
         rl_reply_free(r);
-        return set_broken(c, "protocol error: a reply nobody asked for", 0);
+        return set_broken(c, RL_ERR_PROTOCOL, "protocol error: a reply nobody asked for", 0);
     }
     *tag = c->tags[c->head];
     c->head = (c->head + 1) % c->cap;

@@ -18,13 +18,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "rl_error.h"
 #include "rl_resp.h"
 #include "rl_tls.h"
 
 /* What a reply is the answer to. */
 typedef struct rl_tag {
     uint64_t op;          /* the operation that sent it (rl_client op counter) */
-    int kind;             /* RL_K_* of rl_client.h */
+    int kind;             /* RL_K_* of rl_kind.h */
     int64_t deadline_us;  /* after this, no reply means the node is stalled */
 } rl_tag;
 
@@ -33,7 +34,7 @@ typedef struct rl_conn {
     int connecting;  /* connect() not finished yet */
     int handshaking; /* TLS: connected, handshake not finished yet */
     int broken;      /* an I/O or protocol error happened; see err */
-    char err[200];
+    rl_error err;    /* why it broke (kind and message); clear while not broken */
     SSL *ssl;        /* owned; NULL: plain TCP */
     int hs_want_write;    /* TLS: the handshake waits for POLLOUT (else POLLIN) */
     int read_wants_write; /* TLS: reading waits for POLLOUT */
@@ -48,7 +49,7 @@ typedef struct rl_conn {
 
 /* Starts connecting to addr. Returns a new connection (free with
  * rl_conn_close) or NULL with a reason in err when it failed at once. */
-rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, char *err, size_t errlen);
+rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, rl_error *err);
 
 /* Makes c (just opened) speak TLS with ssl (ownership taken): the
  * handshake starts once TCP is connected; commands wait behind it. */

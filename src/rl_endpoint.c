@@ -7,11 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *msg) {
-    snprintf(err, errlen, "%s", msg);
-    return -1;
-}
-
 static char *dup_range(const char *s, size_t n) {
     char *p = malloc(n + 1);
     if (!p) return NULL;
@@ -81,23 +76,27 @@ static char **file_opt(rl_tls_opts *o, int i) {
 static int name_is(const char *s, size_t n, const char *name) { return strlen(name) == n && memcmp(s, name, n) == 0; }
 
 /* Parses the query q[0..end): name=value options separated by '&'. */
-static int parse_query(const char *q, const char *end, rl_endpoint *out, char *err, size_t errlen) {
+static int parse_query(const char *q, const char *end, rl_endpoint *out, rl_error *err) {
     for (const char *p = q;;) {
         const char *amp = memchr(p, '&', (size_t)(end - p)), *ie = amp ? amp : end;
         const char *eq = memchr(p, '=', (size_t)(ie - p));
-        if (!eq) return fail(err, errlen, "node URL: each option must be name=value, joined by & (as in ?timeout_ms=100)");
+        if (!eq)
+            return rl_error_set(err, RL_ERR_INVALID,
+                                "node URL: each option must be name=value, joined by & (as in ?timeout_ms=100)");
         const char *v = eq + 1;
         size_t nl = (size_t)(eq - p), vl = (size_t)(ie - v);
         int known = 0, dup = 0;
         if (name_is(p, nl, "timeout_ms")) {
             known = 1, dup = out->timeout_ms != 0;
             if (!dup && parse_int(v, vl, 1, RL_TIMEOUT_MAX_MS, &out->timeout_ms) != 0)
-                return fail(err, errlen, "node URL: timeout_ms must be a number from 1 to 600000");
+                return rl_error_set(err, RL_ERR_INVALID, "node URL: timeout_ms must be a number from 1 to %d",
+                                    RL_TIMEOUT_MAX_MS);
         } else if (name_is(p, nl, "tls_verify")) {
             int on;
             known = 2, dup = out->tls_opts.verify != RL_TLS_VERIFY_INHERIT;
             if (!dup) {
-                if (parse_int(v, vl, 0, 1, &on) != 0) return fail(err, errlen, "node URL: tls_verify must be 0 or 1");
+                if (parse_int(v, vl, 0, 1, &on) != 0)
+                    return rl_error_set(err, RL_ERR_INVALID, "node URL: tls_verify must be 0 or 1");
                 out->tls_opts.verify = on ? RL_TLS_VERIFY_ON : RL_TLS_VERIFY_OFF;
             }
         }
@@ -108,143 +107,138 @@ static int parse_query(const char *q, const char *end, rl_endpoint *out, char *e
             known = 2, dup = *slot != NULL;
             if (dup) break;
             if (!(*slot = decode_range(v, vl, &bad)))
-                return fail(err, errlen, bad ? "node URL: bad percent-escape in an option" : "out of memory");
-            if (!**slot || strlen(*slot) > RL_PATH_MAX) {
-                snprintf(err, errlen, "node URL: %s must be a file path of 1 to %d bytes", file_opt_names[i], RL_PATH_MAX);
-                return -1;
-            }
+                return bad ? rl_error_set(err, RL_ERR_INVALID, "node URL: bad percent-escape in an option")
+                           : rl_error_set(err, RL_ERR_NOMEM, "out of memory");
+            if (!**slot || strlen(*slot) > RL_PATH_MAX)
+                return rl_error_set(err, RL_ERR_INVALID, "node URL: %s must be a file path of 1 to %d bytes",
+                                    file_opt_names[i], RL_PATH_MAX);
         }
         if (!known)
-            return fail(err, errlen, "node URL: unknown option; the options are timeout_ms, tls_verify, tls_ca_file, "
-                                     "tls_ca_dir, tls_cert_file and tls_key_file");
-        if (dup) return fail(err, errlen, "node URL: an option is given twice");
-        if (known == 2 && !out->tls) {
-            snprintf(err, errlen, "node URL: %.*s is a TLS option; it needs rediss://", (int)nl, p);
-            return -1;
-        }
+            return rl_error_set(err, RL_ERR_INVALID, "node URL: unknown option; the options are timeout_ms, tls_verify, "
+                                                     "tls_ca_file, tls_ca_dir, tls_cert_file and tls_key_file");
+        if (dup) return rl_error_set(err, RL_ERR_INVALID, "node URL: an option is given twice");
+        if (known == 2 && !out->tls)
+            return rl_error_set(err, RL_ERR_INVALID, "node URL: %.*s is a TLS option; it needs rediss://", (int)nl, p);
         if (!amp) return 0;
         p = amp + 1;
     }
 }
 
-int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *err, size_t errlen) {
+/* Copies the user name and password of userinfo p[0..at), percent-decoded. */
+static int parse_userinfo(const char *p, const char *at, rl_endpoint *out, rl_error *err) {
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    const char *uend = colon ? colon : at;
     int bad = 0;
-    memset(out, 0, sizeof *out);
-    out->port = 6379;
-    if (len > RL_URL_MAX) return fail(err, errlen, "node URL is too long (at most 2048 bytes)");
-    if (memchr(url, '\0', len)) return fail(err, errlen, "node URL contains a NUL byte");
-    size_t sl = 0;
-    if (len >= 8 && strncmp(url, "redis://", 8) == 0) sl = 8;
-    else if (len >= 9 && strncmp(url, "rediss://", 9) == 0) sl = 9, out->tls = 1;
-    else return fail(err, errlen, "node URL must start with redis:// or rediss:// for TLS (as in redis://user:pass@host:6379/0)");
-    const char *p = url + sl, *end = url + len;
+    if ((uend > p && !(out->username = decode_range(p, (size_t)(uend - p), &bad))) ||
+        (colon && !(out->password = decode_range(colon + 1, (size_t)(at - colon - 1), &bad))))
+        return bad ? rl_error_set(err, RL_ERR_INVALID, "node URL: bad percent-escape in user name or password")
+                   : rl_error_set(err, RL_ERR_NOMEM, "out of memory");
+    /* The limit is on the decoded text, as for the columns. */
+    if ((out->username && strlen(out->username) > RL_CRED_MAX) || (out->password && strlen(out->password) > RL_CRED_MAX))
+        return rl_error_set(err, RL_ERR_INVALID, "node URL: user name or password is too long (at most %d bytes)",
+                            RL_CRED_MAX);
+    return 0;
+}
 
-    /* Query string first: it ends the authority/path part. */
-    const char *q = memchr(p, '?', (size_t)(end - p));
-    const char *body_end = q ? q : end;
-
-    /* Userinfo: up to the last '@' of the authority (passwords may hold '@' only escaped). */
-    const char *slash = memchr(p, '/', (size_t)(body_end - p));
-    const char *auth_end = slash ? slash : body_end;
-    const char *at = NULL;
-    for (const char *s = p; s < auth_end; s++)
-        if (*s == '@') at = s;
-    if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        const char *uend = colon ? colon : at;
-        if (uend > p) {
-            out->username = decode_range(p, (size_t)(uend - p), &bad);
-            if (!out->username) goto decode_fail;
-        }
-        if (colon) {
-            out->password = decode_range(colon + 1, (size_t)(at - colon - 1), &bad);
-            if (!out->password) goto decode_fail;
-        }
-        /* The limit is on the decoded text, as for the columns. */
-        if ((out->username && strlen(out->username) > RL_CRED_MAX) || (out->password && strlen(out->password) > RL_CRED_MAX)) {
-            rl_endpoint_clear(out);
-            return fail(err, errlen, "node URL: user name or password is too long (at most 512 bytes)");
-        }
-        p = at + 1;
-    }
-
-    /* Host, with IPv6 in brackets. */
+/* Copies the host of p[0..auth_end) (IPv6 in brackets) and reads the port
+ * after it. */
+static int parse_host_port(const char *p, const char *auth_end, rl_endpoint *out, rl_error *err) {
     const char *host_s, *host_e;
     int ipv6 = 0;
     if (p < auth_end && *p == '[') {
         const char *rb = memchr(p, ']', (size_t)(auth_end - p));
-        if (!rb) { rl_endpoint_clear(out); return fail(err, errlen, "node URL: IPv6 address has no closing ']'"); }
+        if (!rb) return rl_error_set(err, RL_ERR_INVALID, "node URL: IPv6 address has no closing ']'");
         host_s = p + 1;
         host_e = rb;
         p = rb + 1;
         ipv6 = 1;
-        if (p < auth_end && *p != ':') { rl_endpoint_clear(out); return fail(err, errlen, "node URL: unexpected text after ']'"); }
+        if (p < auth_end && *p != ':') return rl_error_set(err, RL_ERR_INVALID, "node URL: unexpected text after ']'");
     } else {
         host_s = p;
         host_e = memchr(p, ':', (size_t)(auth_end - p));
         if (!host_e) host_e = auth_end;
         p = host_e;
     }
-    if (host_e == host_s) { rl_endpoint_clear(out); return fail(err, errlen, "node URL has an empty host (as in redis://127.0.0.1:6379)"); }
-    if (host_e - host_s > RL_HOST_MAX) { rl_endpoint_clear(out); return fail(err, errlen, "node URL: host name is too long (at most 255 bytes)"); }
+    if (host_e == host_s)
+        return rl_error_set(err, RL_ERR_INVALID, "node URL has an empty host (as in redis://127.0.0.1:6379)");
+    if (host_e - host_s > RL_HOST_MAX)
+        return rl_error_set(err, RL_ERR_INVALID, "node URL: host name is too long (at most %d bytes)", RL_HOST_MAX);
     for (const char *s = host_s; s < host_e; s++)
-        if (!host_char_ok(*s, ipv6)) { rl_endpoint_clear(out); return fail(err, errlen, "node URL: host has a character that is not allowed in a host name"); }
-    out->host = dup_range(host_s, (size_t)(host_e - host_s));
-    if (!out->host) goto oom;
-
-    if (p < auth_end && *p == ':') {
-        p++;
-        if (parse_int(p, (size_t)(auth_end - p), 1, 65535, &out->port) != 0) {
-            rl_endpoint_clear(out);
-            return fail(err, errlen, "node URL: port must be a number from 1 to 65535");
-        }
-    }
-    if (slash) {
-        const char *d = slash + 1;
-        if (d < body_end && parse_int(d, (size_t)(body_end - d), 0, RL_DB_MAX, &out->db) != 0) {
-            rl_endpoint_clear(out);
-            return fail(err, errlen, "node URL: the path must be a database number (as in /0)");
-        }
-    }
-    if (q && parse_query(q + 1, end, out, err, errlen) != 0) {
-        rl_endpoint_clear(out);
-        return -1;
-    }
+        if (!host_char_ok(*s, ipv6))
+            return rl_error_set(err, RL_ERR_INVALID, "node URL: host has a character that is not allowed in a host name");
+    if (!(out->host = dup_range(host_s, (size_t)(host_e - host_s)))) return rl_error_set(err, RL_ERR_NOMEM, "out of memory");
+    if (p < auth_end && *p == ':' && parse_int(p + 1, (size_t)(auth_end - p - 1), 1, RL_PORT_MAX, &out->port) != 0)
+        return rl_error_set(err, RL_ERR_INVALID, "node URL: port must be a number from 1 to %d", RL_PORT_MAX);
     return 0;
-decode_fail:
-    rl_endpoint_clear(out);
-    if (bad) return fail(err, errlen, "node URL: bad percent-escape in user name or password");
-oom:
-    rl_endpoint_clear(out);
-    return fail(err, errlen, "out of memory");
 }
 
-int rl_endpoint_check(const rl_endpoint *ep, char *err, size_t errlen) {
-    if (!ep->host || !ep->host[0]) return fail(err, errlen, "host must be a non-empty host name or address");
+/* Every part is copied into *out as soon as it is read; a failure anywhere
+ * comes back here, where *out is cleared once. */
+static int parse_url(const char *url, size_t len, rl_endpoint *out, rl_error *err) {
+    if (len > RL_URL_MAX) return rl_error_set(err, RL_ERR_INVALID, "node URL is too long (at most %d bytes)", RL_URL_MAX);
+    if (memchr(url, '\0', len)) return rl_error_set(err, RL_ERR_INVALID, "node URL contains a NUL byte");
+    size_t sl = 0;
+    if (len >= 8 && strncmp(url, "redis://", 8) == 0) sl = 8;
+    else if (len >= 9 && strncmp(url, "rediss://", 9) == 0) sl = 9, out->tls = 1;
+    else
+        return rl_error_set(err, RL_ERR_INVALID, "node URL must start with redis:// or rediss:// for TLS (as in "
+                                                 "redis://user:pass@host:6379/0)");
+    const char *p = url + sl, *end = url + len;
+    /* The query string ends the authority/path part. */
+    const char *q = memchr(p, '?', (size_t)(end - p));
+    const char *body_end = q ? q : end;
+    const char *slash = memchr(p, '/', (size_t)(body_end - p));
+    const char *auth_end = slash ? slash : body_end;
+    /* Userinfo: up to the last '@' of the authority (passwords may hold '@' only escaped). */
+    const char *at = NULL;
+    for (const char *s = p; s < auth_end; s++)
+        if (*s == '@') at = s;
+    if (at && parse_userinfo(p, at, out, err) != 0) return -1;
+    if (parse_host_port(at ? at + 1 : p, auth_end, out, err) != 0) return -1;
+    if (slash && slash + 1 < body_end && parse_int(slash + 1, (size_t)(body_end - slash - 1), 0, RL_DB_MAX, &out->db) != 0)
+        return rl_error_set(err, RL_ERR_INVALID, "node URL: the path must be a database number (as in /0)");
+    if (q && parse_query(q + 1, end, out, err) != 0) return -1;
+    return 0;
+}
+
+int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, rl_error *err) {
+    memset(out, 0, sizeof *out);
+    out->port = RL_PORT_DEFAULT;
+    if (parse_url(url, len, out, err) == 0) return 0;
+    rl_endpoint_clear(out);
+    return -1;
+}
+
+int rl_endpoint_check(const rl_endpoint *ep, rl_error *err) {
+    if (!ep->host || !ep->host[0]) return rl_error_set(err, RL_ERR_INVALID, "host must be a non-empty host name or address");
     size_t hl = strlen(ep->host);
-    if (hl > RL_HOST_MAX) return fail(err, errlen, "host name is too long (at most 255 bytes)");
+    if (hl > RL_HOST_MAX) return rl_error_set(err, RL_ERR_INVALID, "host name is too long (at most %d bytes)", RL_HOST_MAX);
     for (size_t i = 0; i < hl; i++)
-        if (!host_char_ok(ep->host[i], 1)) return fail(err, errlen, "host has a character that is not allowed in a host name");
-    if (ep->port < 1 || ep->port > 65535) return fail(err, errlen, "port must be a number from 1 to 65535");
-    if (ep->db < 0 || ep->db > RL_DB_MAX) return fail(err, errlen, "db must be a database number from 0 to 1000000");
+        if (!host_char_ok(ep->host[i], 1))
+            return rl_error_set(err, RL_ERR_INVALID, "host has a character that is not allowed in a host name");
+    if (ep->port < 1 || ep->port > RL_PORT_MAX)
+        return rl_error_set(err, RL_ERR_INVALID, "port must be a number from 1 to %d", RL_PORT_MAX);
+    if (ep->db < 0 || ep->db > RL_DB_MAX)
+        return rl_error_set(err, RL_ERR_INVALID, "db must be a database number from 0 to %d", RL_DB_MAX);
     if (ep->timeout_ms < 0 || ep->timeout_ms > RL_TIMEOUT_MAX_MS)
-        return fail(err, errlen, "timeout_ms must be from 1 to 600000 (or NULL for the default)");
+        return rl_error_set(err, RL_ERR_INVALID, "timeout_ms must be from 1 to %d (or NULL for the default)",
+                            RL_TIMEOUT_MAX_MS);
     if ((ep->username && strlen(ep->username) > RL_CRED_MAX) || (ep->password && strlen(ep->password) > RL_CRED_MAX))
-        return fail(err, errlen, "user name or password is too long (at most 512 bytes)");
+        return rl_error_set(err, RL_ERR_INVALID, "user name or password is too long (at most %d bytes)", RL_CRED_MAX);
     rl_tls_opts o = ep->tls_opts;
     int any = o.verify != RL_TLS_VERIFY_INHERIT;
     for (int i = 0; i < 4; i++) {
         const char *f = *file_opt(&o, i);
         if (!f) continue;
         any = 1;
-        if (!f[0] || strlen(f) > RL_PATH_MAX) {
-            snprintf(err, errlen, "%s must be a file path of 1 to %d bytes", file_opt_names[i], RL_PATH_MAX);
-            return -1;
-        }
+        if (!f[0] || strlen(f) > RL_PATH_MAX)
+            return rl_error_set(err, RL_ERR_INVALID, "%s must be a file path of 1 to %d bytes", file_opt_names[i],
+                                RL_PATH_MAX);
     }
-    if (ep->tls != 0 && ep->tls != 1) return fail(err, errlen, "tls must be 0 (plain TCP) or 1 (TLS)");
-    if (any && !ep->tls) return fail(err, errlen, "a node's own TLS options need tls = 1 (rediss://)");
-    if (o.verify < RL_TLS_VERIFY_INHERIT || o.verify > RL_TLS_VERIFY_ON) return fail(err, errlen, "tls_verify must be 0 or 1");
+    if (ep->tls != 0 && ep->tls != 1) return rl_error_set(err, RL_ERR_INVALID, "tls must be 0 (plain TCP) or 1 (TLS)");
+    if (any && !ep->tls) return rl_error_set(err, RL_ERR_INVALID, "a node's own TLS options need tls = 1 (rediss://)");
+    if (o.verify < RL_TLS_VERIFY_INHERIT || o.verify > RL_TLS_VERIFY_ON)
+        return rl_error_set(err, RL_ERR_INVALID, "tls_verify must be 0 or 1");
     return 0;
 }
 

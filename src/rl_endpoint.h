@@ -14,10 +14,15 @@
 
 #include <stddef.h>
 
+#include "rl_error.h"
+
 #define RL_URL_MAX 2048
 #define RL_HOST_MAX 255
 #define RL_CRED_MAX 512
 #define RL_DB_MAX 1000000
+#define RL_PORT_MAX 65535
+#define RL_PORT_DEFAULT 6379
+/* The largest node timeout (URL option, timeout_ms column and setting). */
 #define RL_TIMEOUT_MAX_MS 600000
 #define RL_PATH_MAX 1024
 
@@ -40,13 +45,13 @@ typedef struct rl_endpoint {
 } rl_endpoint;
 
 /* Parses url (len bytes, need not be NUL-terminated) into *out, which must
- * be zeroed or cleared. Returns 0; or -1 with a message in err and *out
- * left cleared. The caller owns the strings in *out (rl_endpoint_clear). */
-int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, char *err, size_t errlen);
+ * be zeroed or cleared. Returns 0; or -1 with err set and *out left
+ * cleared. The caller owns the strings in *out (rl_endpoint_clear). */
+int rl_endpoint_parse_url(const char *url, size_t len, rl_endpoint *out, rl_error *err);
 
 /* Checks host/port/db/credential/timeout ranges of an endpoint built field by
  * field. Returns 0, or -1 with a message in err. */
-int rl_endpoint_check(const rl_endpoint *ep, char *err, size_t errlen);
+int rl_endpoint_check(const rl_endpoint *ep, rl_error *err);
 
 /* Deep copy of src into *dst (zeroed or cleared). Returns 0, -1 on OOM. */
 int rl_endpoint_copy(rl_endpoint *dst, const rl_endpoint *src);

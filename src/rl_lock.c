@@ -152,6 +152,39 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     return RL_NO_QUORUM;
 }
 
+/* After a successful fenced round r: raises the lagging counters of the
+ * nodes that said yes with a lower number than fence (waiting, bounded by
+ * their timeouts) and remembers the round so late yes replies get the same.
+ * Returns how many nodes are known to store fence now (said yes with it, or
+ * confirmed the write-back); when a write-back failed, why says so. */
+static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
+                           char *why, size_t whylen) {
+    rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    size_t n = c->n > 0 ? (size_t)c->n : 1;
+    unsigned char *only = calloc(n, 1);
+    rl_vote *votes = calloc(n, sizeof *votes);
+    int lagging = 0, stored = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        if (r->votes[i].value >= fence) stored++;
+        else if (only) only[i] = 1, lagging++;
+    }
+    if (lagging && votes && only) {
+        rl_fence_cmd w;
+        rl_fence_cmd_make(&w, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = RL_FENCE_ARGC, .argv = w.argv, .lens = w.lens, .only = only,
+                       .wait_all = 1, .quorum = lagging, .votes = votes};
+        rl_round_run(c, &wb);
+        stored += wb.yes;
+        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
+    } else if (lagging) {
+        snprintf(why, whylen, "out of memory");
+    }
+    free(only);
+    free(votes);
+    return stored;
+}
+
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -198,12 +231,12 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
         int stored = 0;
-        char wb_why[512] = "";
+        char wb_why[RL_ERR_MAX] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
             /* The number is ours to hand out only once a quorum stores it. */
-            stored = rl_fence_writeback(c, &r, k.fkey, k.fkeylen, fence, fence_ttl, wb_why, sizeof wb_why);
+            stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
             validity = validity_us(c, ttl_ms, r.start_us, end_us);
         }
@@ -272,35 +305,92 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
 
 static rl_status check_token(const char *token, size_t toklen, rl_outcome *out) {
     if (!token || toklen == 0) return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
-    if (toklen > 1024) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
+    if (toklen > RL_TOKEN_ARG_MAX) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
     return RL_OK;
 }
 
-rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                          rl_outcome *out) {
+/* One call by token (release, check): arguments checked, then body runs
+ * with c->mu held, the keys made and a vote per node, and sets out. */
+typedef void by_token_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes,
+                           rl_outcome *out, void *arg);
+
+static rl_status by_token(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                          rl_outcome *out, by_token_body *body, void *arg) {
     memset(out, 0, sizeof *out);
     if (check_token(token, toklen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
     if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
-        const char *argv[6];
-        size_t lens[6];
-        rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(&k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens, .quorum = out->quorum,
-                      .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
-        rl_round_run(c, &r);
-        if (r.yes >= out->quorum) {
-            count_votes(out, &r);
-            out->status = RL_OK;
-        } else {
-            not_done(c, &r, out, "not held with this token");
-        }
+        body(c, &k, token, toklen, votes, out, arg);
         keys_free(&k);
         free(votes);
     }
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     return out->status;
+}
+
+static void release_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes,
+                         rl_outcome *out, void *arg) {
+    (void)arg;
+    const char *argv[6];
+    size_t lens[6];
+    rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens,
+                  .quorum = out->quorum, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
+    rl_round_run(c, &r);
+    if (r.yes >= out->quorum) {
+        count_votes(out, &r);
+        out->status = RL_OK;
+    } else {
+        not_done(c, &r, out, "not held with this token");
+    }
+}
+
+rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                          rl_outcome *out) {
+    return by_token(c, res, reslen, token, toklen, out, release_body, NULL);
+}
+
+static void check_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes, rl_outcome *out,
+                       void *arg) {
+    int64_t *ttl_left_ms = arg;
+    const char *argv[] = {"EVAL", RL_SCRIPT_CHECK, "1", k->key, token};
+    size_t lens[] = {4, sizeof RL_SCRIPT_CHECK - 1, 1, k->keylen, toklen};
+    rl_round r = {.kind = RL_K_CHECK, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum,
+                  .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
+    rl_round_run(c, &r);
+    count_votes(out, &r);
+    if (r.yes < out->quorum) {
+        not_done(c, &r, out, "not held with this token");
+        return;
+    }
+    /* Every yes node keeps the key at least its PTTL from the round's
+     * start; the least of them is how long a quorum surely has it. */
+    int64_t least = 0;
+    for (int i = 0; i < c->n; i++)
+        if (votes[i].state == RL_V_YES && (least == 0 || votes[i].value < least)) least = votes[i].value;
+    /* A PTTL beyond any TTL set here (another client's PEXPIRE, a hostile
+     * node) would overflow the µs arithmetic; the key lives at least the
+     * longest TTL, so that is a safe lower bound. */
+    if (least > RL_TTL_MAX_MS) least = RL_TTL_MAX_MS;
+    int64_t validity = validity_us(c, least, r.start_us, r.end_us);
+    if (least > c->max_ttl_ms) c->max_ttl_ms = least;
+    if (validity > 0) {
+        *ttl_left_ms = least;
+        out->validity_ms = validity / 1000;
+        out->valid_until_us = r.end_us + validity;
+        out->status = RL_OK;
+    } else {
+        finish(out, RL_REFUSED, "the lock has %lld ms left on the nodes, less than the time the check took "
+                                "plus the drift allowance", (long long)least);
+    }
+}
+
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                        int64_t *ttl_left_ms, rl_outcome *out) {
+    *ttl_left_ms = 0;
+    return by_token(c, res, reslen, token, toklen, out, check_body, ttl_left_ms);
 }
 
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,

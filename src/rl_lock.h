@@ -9,11 +9,14 @@
 #include <stdint.h>
 
 #include "rl_client.h"
+#include "rl_error.h"
 #include "rl_random.h"
 
 #define RL_RESOURCE_MAX 65536        /* bytes, key prefix included */
 #define RL_TTL_MAX_MS 2147483647LL   /* about 24.8 days */
 #define RL_WAIT_MAX_MS 86400000LL    /* one day */
+#define RL_TOKEN_ARG_MAX 1024        /* bytes of a token argument: far above RL_TOKEN_LEN, so a
+                                        token from a future version still reaches the nodes */
 
 typedef enum {
     RL_OK = 0,     /* done on a quorum */
@@ -34,7 +37,7 @@ typedef struct rl_outcome {
     uint64_t op;             /* the client's operation count when the call ended: of
                                 two calls on one client, the later one on the wire
                                 has the larger op (rounds run one at a time) */
-    char msg[1024];          /* why, for every status but OK */
+    char msg[RL_ERR_MAX];    /* why, for every status but OK; status is its kind */
 } rl_outcome;
 
 /* Takes the lock: a fresh token, SET NX PX on every node at once, retried
@@ -53,6 +56,15 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
  * deletes what is left of the lock. */
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out);
+
+/* Asks every node whether the key still holds token and for how long, and
+ * changes nothing. RL_OK when it does on a quorum, with the validity that
+ * the least PTTL of the yes votes (at most RL_TTL_MAX_MS) leaves (computed
+ * as for acquire: less the time the call took and the drift allowance for
+ * that PTTL) and that PTTL in *ttl_left_ms; RL_REFUSED when not ours on a
+ * quorum or no validity is left. */
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                        int64_t *ttl_left_ms, rl_outcome *out);
 
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);

@@ -1,8 +1,8 @@
 /* rl_node: one node's health: connecting with set-up commands, marking it
  * down with a growing backoff, reading what INFO and ROLE say about it, and
- * deciding whether its yes vote may count (see rl_client.h).
+ * deciding whether its yes vote may count (see rl_node.h).
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "rl_client.h"
+#include "rl_node.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,19 @@ void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
     int v6 = strchr(node->ep.host, ':') != NULL;
     snprintf(buf, buflen, "node %lld %s%s%s:%d", (long long)node->id, v6 ? "[" : "", node->ep.host, v6 ? "]" : "",
              node->ep.port);
+}
+
+rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err) {
+    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) return NULL;
+    rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err);
+    if (!conn || !node->ep.tls) return conn;
+    SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err);
+    if (!ssl) {
+        rl_conn_close(conn);
+        return NULL;
+    }
+    rl_conn_use_tls(conn, ssl);
+    return conn;
 }
 
 static int send_setup(rl_conn *conn, uint64_t op, int kind, int64_t deadline, int argc, const char **argv) {
@@ -35,10 +48,10 @@ int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
 }
 
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
-    char err[200];
-    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
+    rl_error err;
+    rl_conn *conn = rl_node_open(c, node, &err);
     if (!conn) {
-        rl_node_mark_down(c, node, err, 0);
+        rl_node_mark_down(c, node, err.msg, 0);
         return -1;
     }
     int rc = 0;
@@ -56,7 +69,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     rc |= send_setup(conn, op, RL_K_INFO, deadline_us, 2, info);
     rc |= send_setup(conn, op, RL_K_ROLE, deadline_us, 1, role);
     if (rc != 0) {
-        rl_node_mark_down(c, node, conn->err[0] ? conn->err : "out of memory", 0);
+        rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
         return -1;
     }
@@ -226,18 +239,6 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
-int64_t rl_node_guard_left_us(const rl_client *c, const rl_node *node, int64_t now_us) {
-    if (!c->set.restart_guard) return 0;
-    if (node->uptime_ms < 0) return INT64_MAX;
-    /* A lock a node forgot in a restart was set before the restart, so it
-     * ends at most one TTL (plus drift) after it: a node up for longer than
-     * the largest TTL any client uses can have forgotten none still valid. */
-    int64_t period_ms = c->max_ttl_ms > c->set.restart_guard ? c->max_ttl_ms : c->set.restart_guard;
-    int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
-    int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
-    return up_us < need_us ? need_us - up_us : 0;
-}
-
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
     if (!node->info_known || !node->role_known) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
@@ -252,7 +253,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
-    int64_t left = guard_applies ? rl_node_guard_left_us(c, node, rl_now_us()) : 0;
+    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, rl_now_us()) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");
         return 1;

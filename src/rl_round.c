@@ -12,8 +12,6 @@
 #include "rl_clock.h"
 #include "rl_fence.h"
 
-static int is_setup(int kind) { return kind >= RL_K_AUTH && kind <= RL_K_ROLE; }
-
 /* How many commands a stalled connection may owe before it takes no more
  * cleanups. The cleanups that matter (for SETs queued on it before it
  * stalled) come first; the releases of locks taken while the node was down
@@ -64,7 +62,7 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(node);
-    if (is_setup(tag->kind)) {
+    if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
     }
@@ -72,7 +70,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         /* A late reply to an earlier operation: it changes no decision, but
          * what the node said is still what users see in last_error. */
         long long value;
-        char why[256];
+        char why[RL_ERR_REASON_MAX];
         rl_secrets sec = rl_node_secrets(node, NULL, 0);
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
@@ -101,6 +99,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * count (WRONGPASS is a vote against, like any error reply). */
     if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
+    if ((state == RL_V_YES || state == RL_V_NO) && r->inspect &&
+        r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)
+        state = RL_V_FAIL;
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
     set_vote(r, v, state, why);
@@ -133,16 +134,16 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
         rl_conn *conn = node->conn;
         if (!conn) continue;
         if (conn->broken) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", conn->err);
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
             fail_pending(r, i, why, 0);
             continue;
         }
         const rl_tag *oldest = rl_conn_oldest(conn);
         if (oldest && now >= oldest->deadline_us) {
-            char why[200];
-            snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_node_timeout_us(c, node) / 1000),
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_client_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
             rl_node_mark_down(c, node, why, 1);
             fail_pending(r, i, why, 1);
@@ -215,7 +216,7 @@ out:
     }
 }
 
-void rl_client_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
+void rl_round_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
 
 static int anything_pending(const rl_client *c) {
     for (int i = 0; i < c->n; i++)
@@ -223,7 +224,7 @@ static int anything_pending(const rl_client *c) {
     return 0;
 }
 
-void rl_client_settle(rl_client *c) {
+void rl_round_settle(rl_client *c) {
     pthread_mutex_lock(&c->mu);
     while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX);
     pthread_mutex_unlock(&c->mu);
@@ -246,7 +247,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
     uint64_t op = r->op = ++c->op;
     r->yes = r->no = r->fail = r->asked = r->blocked = 0;
     r->start_us = rl_now_us();
-    rl_client_service(c, 0);
+    rl_round_service(c, 0);
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         rl_vote *v = &r->votes[i];
@@ -271,7 +272,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
                      (long long)((next - now + 999) / 1000), owes ? " at most, or as soon as it answers" : "");
             set_vote(r, v, RL_V_FAIL, why);
             /* A release still reaches a stalled node, behind whatever it owes. */
-            if (r->kind == RL_K_RELEASE && stale_takes_cleanup(node)) {
+            if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
                 rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
                 rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
             }
@@ -283,15 +284,15 @@ void rl_round_run(rl_client *c, rl_round *r) {
          * "fail"), a deadline already past made healthy nodes look stalled
          * before they had any chance to answer. Still bounded (writing does
          * not block), and validity is still measured from r->start_us. */
-        int64_t deadline = now + rl_node_timeout_us(c, node);
+        int64_t deadline = now + rl_client_timeout_us(c, node);
         if (!node->conn && rl_node_connect(c, node, op, deadline) != 0) {
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
         if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
-            char why[200];
-            snprintf(why, sizeof why, "%s", node->conn->err);
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
             set_vote(r, v, RL_V_FAIL, why);
         }
@@ -313,7 +314,21 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
             conn = node->conn;
         else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
         if (!conn || conn->broken) continue;
-        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_node_timeout_us(c, node);
+        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        rl_conn_send(conn, &tag, argc, argv, lens);
+    }
+}
+
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_vote *v = &r->votes[i];
+        rl_node *node = c->nodes[i];
+        rl_conn *conn = NULL;
+        if (v->state == RL_V_PENDING) conn = node->conn;
+        else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
+        if (!conn || conn->broken) continue;
+        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
         rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
         rl_conn_send(conn, &tag, argc, argv, lens);
     }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rl_client.h"
+#include "rl_node.h"
 #include "rl_vote.h"
 
 typedef struct rl_round {
@@ -31,6 +32,11 @@ typedef struct rl_round {
                                    quorum (release, extend: "not ours any more") */
     const char *secret;         /* the token the command carries: masked in */
     size_t secretlen;           /* what the nodes answer (rl_text.h) */
+    /* Optional: sees each reply of this round that would count as a yes or
+     * a no, before it counts, to read what it carries; returns 0, or -1
+     * with a reason in why to count it as a failure instead. */
+    int (*inspect)(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen);
+    void *inspect_ctx;
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;
@@ -48,14 +54,19 @@ void rl_round_run(rl_client *c, rl_round *r);
  * without waiting for any reply. */
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
 
+/* Sends a command, without waiting for any reply, to every node whose
+ * answer to round r had not come when it was decided: still pending, or
+ * timed out (queued on its stalled connection). */
+void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
+
 /* Polls every connection for up to wait_us (0: just what is ready), reading
  * late replies and noticing stalled or broken nodes. Caller holds c->mu. */
-void rl_client_service(rl_client *c, int64_t wait_us);
+void rl_round_service(rl_client *c, int64_t wait_us);
 
 /* Waits until every reply still owed on an active connection has come or
  * its deadline has passed (so at most the largest node timeout), so that
  * node health and last_error reflect the whole of the last call. Takes c->mu. */
-void rl_client_settle(rl_client *c);
+void rl_round_settle(rl_client *c);
 
 /* Appends "node 2 127.0.0.1:6380: why; ..." for every failed vote to buf. */
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen);

@@ -25,6 +25,13 @@
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
 
+/* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
+ * token, else 0. Reads only: the lock is neither lengthened nor shortened.
+ * A key without expiry answers -1 (never made by this extension). */
+#define RL_SCRIPT_CHECK \
+    "if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
+    "return redis.call('pttl',KEYS[1])"
+
 /* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
  * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
  * lock was set, nil when the key exists already. */
@@ -40,5 +47,69 @@
     "local c = tonumber(redis.call('get',KEYS[1]) or '0') " \
     "if c < tonumber(ARGV[1]) then redis.call('set',KEYS[1],ARGV[1]) end " \
     "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) else redis.call('persist',KEYS[1]) end return 1"
+
+/* Several names at once. KEYS[1..n] lock keys, then (with fencing)
+ * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
+ * counter ttl ms (0: never expires), ARGV[4] n. Sets every key or none: when
+ * any key exists (whatever its value, our own token from an earlier attempt
+ * included) nothing is written and the answer is {0, i}, i the first such
+ * key; else every key is set to the token and the answer is {1} followed,
+ * with fencing, by each name's new fence number (its counter + 1, as INCR
+ * would make it; a counter that is not a number is an error before anything
+ * is written). Keys are looked at 1,000 to a call (EXISTS, MGET): each call
+ * from a script costs more than the work it does, and Lua's unpack takes a
+ * few thousand values at most. */
+#define RL_SCRIPT_ACQUIRE_MANY \
+    "local n = tonumber(ARGV[4]) " \
+    "for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
+    "if redis.call('exists', unpack(KEYS, a, b)) > 0 then " \
+    "for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end end " \
+    "local out = {1} " \
+    "if #KEYS > n then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
+    "local v = redis.call('mget', unpack(KEYS, a, b)) " \
+    "for j = 1, #v do local c = tonumber(v[j] or '0') " \
+    "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
+    "out[a - n + j] = c + 1 end end end " \
+    "for i = 1, n do redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2]) end " \
+    "for i = 1, #out - 1 do local c = string.format('%.0f', out[i + 1]) " \
+    "if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[n + i], c, 'PX', ARGV[3]) " \
+    "else redis.call('set', KEYS[n + i], c) end end " \
+    "return out"
+
+/* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
+ * alone: one token for all). Deletes each key that still holds its token
+ * and tells waiters on <key>:released (rl_wait.h). Answers a string of n
+ * characters, '1' where the key was deleted, '0' where it was not ours. */
+#define RL_SCRIPT_RELEASE_MANY \
+    "local out, del = {}, {} " \
+    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
+    "for j = 1, #v do local i = a + j - 1 " \
+    "if v[j] == (ARGV[i] or ARGV[1]) then out[i] = '1' del[#del + 1] = KEYS[i] else out[i] = '0' end end end " \
+    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
+    "for i = 1, #del do redis.call('publish', del[i] .. ':released', '') end " \
+    "return table.concat(out)"
+
+/* The cleanup after a failed attempt at several names: KEYS[1..n] lock
+ * keys, ARGV[1] token. Deletes each key that still holds the token, tells
+ * nobody, and answers how many it deleted. */
+#define RL_SCRIPT_CLEANUP_MANY \
+    "local del = {} " \
+    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
+    "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
+    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
+    "return #del"
+
+/* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
+ * ARGV[2..n+1] the quorum's highest number of each. Raises every lagging
+ * counter (with its expiry) and leaves the others alone: it runs only on a
+ * node whose acquire script has just set every counter's expiry, and most
+ * of the time, on a node that answered late, nothing lags. */
+#define RL_SCRIPT_FENCE_WRITEBACK_MANY \
+    "local t = tonumber(ARGV[1]) " \
+    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
+    "for j = 1, #v do local i = a + j - 1 " \
+    "if (tonumber(v[j] or '0') or 0) < tonumber(ARGV[i + 1]) then " \
+    "if t > 0 then redis.call('set', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) " \
+    "else redis.call('set', KEYS[i], ARGV[i + 1]) end end end end return 1"
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "rl_clock.h"
 #include "rl_proc.h"
+#include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
 static int init_wake(pthread_cond_t *wake) {
@@ -50,14 +51,19 @@ void rl_session_check_fork(rl_session *s) {
 void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
-    rl_keeper_stop(s); /* first: nothing may extend what we give back */
+    rl_session_keeper_stop(s); /* first: nothing may extend what we give back */
     rl_session_release_all(s);
+    rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
+
+rl_client *rl_session_client(rl_session *s) { return s->client; }
+
+void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
 int64_t rl_held_until_us(const rl_held *h) {
     if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
@@ -118,13 +124,25 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
-        if (rl_keeper_kick(s) != 0) {
+        h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
+        if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;
         }
     }
     return 0;
+}
+
+/* While the node list is being changed no lock may start (it could be
+ * counted on nodes it was not taken on): 1 with s->mu released and out set
+ * to RL_MISUSE; else 0 with s->mu still held. */
+static int refused_while_editing(rl_session *s, rl_outcome *out, const char *done, const char *todo) {
+    if (!s->editing_nodes) return 0;
+    pthread_mutex_unlock(&s->mu);
+    out->status = RL_MISUSE;
+    snprintf(out->msg, sizeof out->msg,
+             "no lock can be %s in the statement that changes redlock_nodes; %s it in a statement of its own", done, todo);
+    return 1;
 }
 
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
@@ -134,13 +152,7 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
         return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
-    if (s->editing_nodes) {
-        pthread_mutex_unlock(&s->mu);
-        out->status = RL_MISUSE;
-        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
-                                            "take it in a statement of its own");
-        return RL_MISUSE;
-    }
+    if (refused_while_editing(s, out, "taken", "take")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
@@ -309,7 +321,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             h->ttl_ms = ttl_ms;
             h->drift_us = rl_client_drift_us(s->client, ttl_ms);
             h->extensions++;
-            if (h->auto_extend) h->next_extend_us = rl_now_us() + ttl_ms * 1000 / 3;
+            if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
         }
@@ -324,6 +336,107 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     }
     pthread_mutex_unlock(&s->mu);
     return st;
+}
+
+rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
+                            int *not_held, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    *not_held = 0;
+    token[0] = '\0';
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    pthread_mutex_lock(&s->mu);
+    int i;
+    /* An extend of the keeper's on its way would set the old TTL again
+     * after the token is handed on, cutting back a longer extend made with
+     * it meanwhile: wait for it (one round, bounded by timeout_ms). */
+    while ((i = find(s, res, reslen)) >= 0 && s->held[i].inflight_until_us != 0) pthread_cond_wait(&s->wake, &s->mu);
+    if (i < 0) {
+        pthread_mutex_unlock(&s->mu);
+        *not_held = 1;
+        out->status = RL_MISUSE;
+        return RL_MISUSE;
+    }
+    /* Every hold goes with it: from now on the lock is the token's, not this
+     * session's. Forgotten before anything else, so the keeper lets go of it
+     * at once. */
+    char mine[RL_TOKEN_LEN + 1];
+    memcpy(mine, s->held[i].token, sizeof mine);
+    int64_t left = left_ms(&s->held[i]);
+    out->validity_ms = left;
+    out->valid_until_us = rl_held_until_us(&s->held[i]);
+    forget(s, i);
+    pthread_mutex_unlock(&s->mu);
+    if (left == 0) {
+        /* Handing on a token whose validity this session saw end would let a
+         * later step work on a lock someone else may hold: clean up instead. */
+        rl_lock_release(s->client, res, reslen, mine, RL_TOKEN_LEN, out);
+        memset(out, 0, sizeof *out);
+        out->status = RL_REFUSED;
+        snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was detached");
+        return RL_REFUSED;
+    }
+    memcpy(token, mine, sizeof mine);
+    out->status = RL_OK;
+    return RL_OK;
+}
+
+rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
+                           rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
+    if (toklen != RL_TOKEN_LEN) {
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "token must be the %d-character text redlock_detach or redlock_acquire "
+                                            "returned", RL_TOKEN_LEN);
+        return RL_MISUSE;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (refused_while_editing(s, out, "adopted", "adopt")) return RL_MISUSE;
+    int i = find(s, res, reslen);
+    if (i >= 0) {
+        rl_held *h = &s->held[i];
+        int same = same_token(h, token, toklen);
+        int64_t left = left_ms(h);
+        pthread_mutex_unlock(&s->mu);
+        if (!same) {
+            out->status = RL_MISUSE;
+            snprintf(out->msg, sizeof out->msg, "this connection already holds this resource with another token; "
+                                                "release it (or detach it) before adopting one");
+            return RL_MISUSE;
+        }
+        /* Already ours here: nothing to take over, no hold added. */
+        if (left == 0) {
+            out->status = RL_REFUSED;
+            snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost");
+            return RL_REFUSED;
+        }
+        out->status = RL_OK;
+        out->validity_ms = left;
+        return RL_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
+    int64_t ttl_left;
+    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, &ttl_left, out);
+    if (st != RL_OK) return st;
+    char tok[RL_TOKEN_LEN + 1];
+    memcpy(tok, token, RL_TOKEN_LEN);
+    tok[RL_TOKEN_LEN] = '\0';
+    /* Its TTL here is what the nodes had left: extensions (the keeper's
+     * too) never make it live longer than that until redlock_extend sets
+     * another. Its fencing number is not known: the counter on the nodes
+     * cannot tell this lock's number from another acquisition's. */
+    out->fence = 0;
+    pthread_mutex_lock(&s->mu);
+    int rc = remember(s, res, reslen, tok, ttl_left, out, auto_extend);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        /* Not ours to delete: it stays the token's, with its TTL. */
+        out->status = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory (or no thread for auto-extension); the lock was not adopted");
+        return RL_NOMEM;
+    }
+    return RL_OK;
 }
 
 int rl_session_release_all(rl_session *s) {
@@ -371,13 +484,13 @@ int rl_session_holds_any(rl_session *s) {
     return any;
 }
 
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen) {
+int rl_session_nodes_begin(rl_session *s, rl_error *err) {
     pthread_mutex_lock(&s->mu);
     int n = s->nheld;
     if (n == 0) s->editing_nodes = 1;
     pthread_mutex_unlock(&s->mu);
     if (n > 0)
-        snprintf(err, errlen,
+        rl_error_set(err, RL_ERR_STATE,
                  "the nodes cannot change while this connection holds %d lock%s (even lost or expired ones: they were "
                  "taken on the nodes listed now); release them first, e.g. SELECT redlock_release_all()",
                  n, n == 1 ? "" : "s");
@@ -397,6 +510,7 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
     for (int i = 0; rows && i < n; i++) {
         rows[i] = s->held[i];
         rows[i].valid_until_us = rl_held_until_us(&s->held[i]);
+        rows[i].validity_ms = left_ms(&s->held[i]);
         /* The row is about the lock taken last; holds of an earlier, lost lock
          * on the name show only once they are all that is left. */
         if (rows[i].count > rows[i].lost_holds) rows[i].count -= rows[i].lost_holds;
@@ -416,4 +530,236 @@ int rl_session_snapshot(rl_session *s, rl_held **out) {
 void rl_session_snapshot_free(rl_held *rows, int n) {
     for (int i = 0; rows && i < n; i++) free(rows[i].res);
     free(rows);
+}
+
+/* The held list in name order, to look many names up at once: indices
+ * into s->held (malloc'ed, s->nheld of them; NULL on OOM). Caller holds
+ * s->mu and keeps the list unchanged while it uses them. */
+static int held_cmp(const void *a, const void *b, void *ctx) {
+    const rl_held *h = ctx, *x = &h[*(const int *)a], *y = &h[*(const int *)b];
+    if (x->reslen != y->reslen) return x->reslen < y->reslen ? -1 : 1;
+    return memcmp(x->res, y->res, x->reslen);
+}
+
+static int *held_sorted(const rl_session *s) {
+    int *idx = malloc((s->nheld > 0 ? (size_t)s->nheld : 1) * sizeof *idx);
+    if (!idx) return NULL;
+    for (int i = 0; i < s->nheld; i++) idx[i] = i;
+    qsort_r(idx, (size_t)s->nheld, sizeof *idx, held_cmp, s->held);
+    return idx;
+}
+
+/* Index of the held lock on res by binary search of idx, or -1. */
+static int held_lookup(const rl_session *s, const int *idx, const char *res, size_t reslen) {
+    int lo = 0, hi = s->nheld - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const rl_held *h = &s->held[idx[mid]];
+        int c = h->reslen != reslen ? (h->reslen < reslen ? -1 : 1) : memcmp(h->res, res, reslen);
+        if (c == 0) return idx[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
+                                  int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    token[0] = '\0';
+    if (rl_many_check(s->client, n, res, lens, out) != RL_OK) return out->status;
+    long long *fences = calloc((size_t)n, sizeof *fences);
+    if (!fences) {
+        out->status = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory");
+        return RL_NOMEM;
+    }
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS) {
+        rl_status st = rl_many_acquire(s->client, n, res, lens, ttl_ms, wait_ms, token, fences, out); /* says what is wrong */
+        free(fences);
+        return st;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->editing_nodes) {
+        pthread_mutex_unlock(&s->mu);
+        free(fences);
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
+                                            "take it in a statement of its own");
+        return RL_MISUSE;
+    }
+    /* Not re-entrant: a set is taken whole on the nodes or not at all, and a
+     * name held here already (or listed as expired or lost) would be part
+     * of the set without being taken with it. */
+    int *idx = held_sorted(s);
+    for (int j = 0; j < n; j++) {
+        if (!idx || held_lookup(s, idx, res[j], lens[j]) < 0) {
+            if (idx) continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        free(fences);
+        if (!idx) {
+            out->status = RL_NOMEM;
+            snprintf(out->msg, sizeof out->msg, "out of memory");
+            return RL_NOMEM;
+        }
+        free(idx);
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg,
+                 "'%s' (name %d of the list) is already listed in redlock_locks of this connection; a set of names "
+                 "is taken all at once or not at all, so release that name first or leave it out of the list",
+                 rl_text_excerpt((char[72]){0}, 72, res[j], lens[j], 64), j + 1);
+        return RL_MISUSE;
+    }
+    free(idx);
+    pthread_mutex_unlock(&s->mu);
+    int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
+    rl_status st = rl_many_acquire(s->client, n, res, lens, ttl_ms, wait_ms, token, fences, out);
+    if (st == RL_OK) {
+        pthread_mutex_lock(&s->mu);
+        int done = 0;
+        for (; done < n; done++) {
+            rl_outcome o = *out;
+            o.fence = fences[done];
+            if (remember(s, res[done], lens[done], token, ttl_ms, &o, auto_extend) != 0) break;
+        }
+        if (done < n)
+            while (done-- > 0) forget(s, s->nheld - 1);
+        pthread_mutex_unlock(&s->mu);
+        if (done < n) {
+            const char **toks = malloc((size_t)n * sizeof *toks);
+            size_t *toklens = malloc((size_t)n * sizeof *toklens);
+            unsigned char *rel = malloc((size_t)n);
+            rl_outcome tmp;
+            for (int j = 0; toks && toklens && j < n; j++) toks[j] = token, toklens[j] = RL_TOKEN_LEN;
+            if (toks && toklens && rel) rl_many_release(s->client, n, res, lens, toks, toklens, rel, &tmp);
+            free(toks);
+            free(toklens);
+            free(rel);
+            token[0] = '\0';
+            out->status = st = RL_NOMEM;
+            snprintf(out->msg, sizeof out->msg, "out of memory (or no thread for auto-extension); the locks were given back");
+        }
+    }
+    free(fences);
+    return st;
+}
+
+rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, const size_t *lens, const char *token,
+                                  size_t toklen, int *released, int *none_held, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    *released = 0;
+    *none_held = 0;
+    if (rl_many_check(s->client, n, res, lens, out) != RL_OK) return out->status;
+    if (token && (toklen == 0 || toklen > 1024)) {
+        out->status = RL_MISUSE;
+        snprintf(out->msg, sizeof out->msg, "token must be a non-empty text returned by redlock_acquire");
+        return RL_MISUSE;
+    }
+    /* The names whose keys are deleted on the nodes: which, with what token,
+     * and whether this session knew them lost already. */
+    const char **names = malloc((size_t)n * sizeof *names);
+    size_t *namelens = malloc((size_t)n * sizeof *namelens);
+    const char **toks = malloc((size_t)n * sizeof *toks);
+    size_t *toklens = malloc((size_t)n * sizeof *toklens);
+    char (*mine)[RL_TOKEN_LEN + 1] = malloc((size_t)n * sizeof *mine);
+    unsigned char *was_lost = malloc((size_t)n), *flags = malloc((size_t)n);
+    rl_status st = RL_OK;
+    if (!names || !namelens || !toks || !toklens || !mine || !was_lost || !flags) {
+        out->status = st = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory");
+        goto out;
+    }
+    int m = 0, held_any = 0;
+    pthread_mutex_lock(&s->mu);
+    /* Looked up in name order; entries to forget are only marked in the
+     * loop (each name is in the list once, so each entry is met once) and
+     * removed after it, so the indices stay valid. */
+    int *idx = held_sorted(s);
+    unsigned char *gone = calloc(s->nheld > 0 ? (size_t)s->nheld : 1, 1);
+    if (!idx || !gone) {
+        pthread_mutex_unlock(&s->mu);
+        free(idx);
+        free(gone);
+        out->status = st = RL_NOMEM;
+        snprintf(out->msg, sizeof out->msg, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < n; j++) {
+        int i = held_lookup(s, idx, res[j], lens[j]);
+        int lost = 0;
+        if (!token) {
+            /* As rl_session_release without a token, name by name. */
+            if (i < 0) continue;
+            held_any = 1;
+            rl_held *h = &s->held[i];
+            int live = h->count - h->lost_holds;
+            if (live > 1 && left_ms(h) > 0) {
+                h->count--;
+                (*released)++;
+                continue;
+            }
+            if (live <= 0) { /* only holds of a lock lost before: 0 */
+                h->count--;
+                h->lost_holds--;
+                if (h->count == 0) gone[i] = 1;
+                continue;
+            }
+            memcpy(mine[m], h->token, RL_TOKEN_LEN + 1);
+            toks[m] = mine[m];
+            toklens[m] = RL_TOKEN_LEN;
+            lost = left_ms(h) == 0;
+            if (h->count > 1) {
+                h->count--;
+                h->lost_holds = h->count;
+                if (!h->lost) {
+                    h->lost = 1;
+                    snprintf(h->lost_why, sizeof h->lost_why, "%s",
+                             lost ? "its validity ran out while it was held"
+                                  : "an inner hold released the lock taken anew after the outer hold's had expired");
+                }
+            } else {
+                gone[i] = 1;
+            }
+        } else {
+            if (i >= 0 && same_token(&s->held[i], token, toklen)) {
+                lost = left_ms(&s->held[i]) == 0;
+                gone[i] = 1;
+            }
+            toks[m] = token;
+            toklens[m] = toklen;
+        }
+        names[m] = res[j];
+        namelens[m] = lens[j];
+        was_lost[m++] = (unsigned char)lost;
+    }
+    /* Gone from this session before the network call, as for one lock: the
+     * keeper stops extending them now. */
+    int kept = 0;
+    for (int i = 0; i < s->nheld; i++) {
+        if (gone[i]) free(s->held[i].res);
+        else s->held[kept++] = s->held[i];
+    }
+    s->nheld = kept;
+    pthread_mutex_unlock(&s->mu);
+    free(idx);
+    free(gone);
+    if (!token && !held_any) {
+        *none_held = 1;
+        goto out;
+    }
+    if (m > 0) {
+        st = rl_many_release(s->client, m, names, namelens, toks, toklens, flags, out);
+        /* Known lost before this call: not ours, whatever the delete found. */
+        for (int k = 0; k < m; k++) *released += flags[k] && !was_lost[k];
+    }
+out:
+    free(names);
+    free(namelens);
+    free(toks);
+    free(toklens);
+    free(mine);
+    free(was_lost);
+    free(flags);
+    return st;
 }

@@ -16,6 +16,11 @@
 
 #include "rl_client.h"
 #include "rl_lock.h"
+#include "rl_many.h"
+
+/* How long after an extension the keeper extends a lock again: a third of
+ * its TTL, so two more tries fit before it would expire. */
+#define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
 
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
@@ -37,10 +42,12 @@ typedef struct rl_held {
                                 with a smaller op is older and decides nothing */
     int yes_nodes;
     int64_t extensions;
-    int auto_extend;         /* the keeper extends it at about ttl/3 */
+    int auto_extend;         /* the keeper extends it (RL_AUTO_EXTEND_PERIOD_US) */
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
     int lost;                /* an extension failed or came too late */
-    char lost_why[256];
+    char lost_why[RL_ERR_REASON_MAX];
+    int64_t validity_ms;     /* snapshots only: the validity left when the
+                                snapshot was taken, by the session's one measure */
 } rl_held;
 
 typedef struct rl_session {
@@ -48,7 +55,7 @@ typedef struct rl_session {
     pthread_mutex_t mu; /* guards everything below */
     rl_held *held;
     int nheld, capheld;
-    /* the auto-extension thread (rl_keeper.c) */
+    /* the auto-extension thread (rl_session_keeper.c) */
     pthread_cond_t wake;
     pthread_t keeper;
     int keeper_running, keeper_stop;
@@ -62,6 +69,15 @@ int64_t rl_held_until_us(const rl_held *h);
 
 /* A new session with a new client; NULL on OOM. */
 rl_session *rl_session_new(void);
+
+/* The session's client (owned by the session), for the node list and the
+ * settings (rl_client.h, rl_settings.h). */
+rl_client *rl_session_client(rl_session *s);
+
+/* Waits until every reply the nodes still owe has come or its deadline has
+ * passed (at most the largest node timeout), so node health and last_error
+ * reflect the whole of the last call. */
+void rl_session_settle(rl_session *s);
 
 /* Releases every held lock (each call bounded by the node timeouts), then
  * frees the client and the session. */
@@ -85,6 +101,24 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
 rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                             int64_t ttl_ms, int *not_held, rl_outcome *out);
 
+/* Takes every name of res[0..n) or none (rl_many_acquire), with one token;
+ * each name is then held as if acquired alone (its own row, fence,
+ * auto-extension and release). A name this session lists already (held,
+ * expired or lost) makes it RL_MISUSE, before any Redis call. */
+rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
+                                  int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Releases names res[0..n) with one script per node. With token NULL: for
+ * each name this session holds, as rl_session_release without a token does
+ * (one hold given back, the lock deleted when its last hold goes); names it
+ * does not hold are skipped, and *none_held is set when it holds none of
+ * them. With a token: every name's key that still holds that token, as
+ * rl_session_release with a token does. *released counts the names released
+ * (or with a hold given back). RL_OK, or an error status with out->msg (some
+ * name undecided: too few nodes answered). */
+rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, const size_t *lens, const char *token,
+                                  size_t toklen, int *released, int *none_held, rl_outcome *out);
+
 /* To be called first by every entry from the host (SQL function, table,
  * close). In a child process after fork(), the session starts clean: the
  * parent's locks are forgotten, not released (they are still the parent's);
@@ -92,6 +126,26 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
  * have been copied locked, are made anew; the keeper thread did not come
  * along and is started again when needed. A no-op in the owning process. */
 void rl_session_check_fork(rl_session *s);
+
+/* Hands the lock this session holds on res over to its TTL: the session
+ * forgets it with all its holds (no release at the end, no auto-extension,
+ * not listed) and token receives its token (RL_OK). RL_MISUSE with
+ * *not_held set when it holds none; RL_REFUSED when the lock's validity had
+ * ended or it was lost (what is left of it is deleted, as by extend). An
+ * extend of the keeper's on its way is waited for first (one round). */
+rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
+                            int *not_held, rl_outcome *out);
+
+/* Takes the lock on res with token into this session after checking on a
+ * quorum that the key holds it (rl_lock_check; nothing is changed on the
+ * nodes): RL_OK with its validity, then it is held as if acquired here
+ * (one hold, ttl_ms the PTTL read, no fencing number, auto-extension when
+ * that setting is on). RL_REFUSED when it is not ours any more. When the
+ * session holds res already: with that token, RL_OK with its validity (no
+ * call, no hold added; RL_REFUSED if expired or lost); with another token,
+ * RL_MISUSE. */
+rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
+                           rl_outcome *out);
 
 /* Releases every lock this session holds; returns how many locks it held. */
 int rl_session_release_all(rl_session *s);
@@ -109,13 +163,14 @@ int rl_session_holds_any(rl_session *s);
  * nodes it was taken on, so this is refused (-1, why in err) while the
  * session holds any lock; on 0, no lock can be taken until
  * rl_session_nodes_done. Takes s->mu. */
-int rl_session_nodes_begin(rl_session *s, char *err, size_t errlen);
+int rl_session_nodes_begin(rl_session *s, rl_error *err);
 
 /* Ends what rl_session_nodes_begin started. Takes s->mu. */
 void rl_session_nodes_done(rl_session *s);
 
-/* Copies the held locks into a new array (*out, count returned; -1 on OOM);
- * free it with rl_session_snapshot_free. */
+/* Copies the held locks into a new array (*out, count returned; -1 on OOM),
+ * each with its validity_ms as rl_session_validity would say it now; free
+ * it with rl_session_snapshot_free. */
 int rl_session_snapshot(rl_session *s, rl_held **out);
 void rl_session_snapshot_free(rl_held *rows, int n);
 
@@ -123,13 +178,15 @@ void rl_session_snapshot_free(rl_held *rows, int n);
  * out->res is NULL). Returns 0, or -1 when this session does not hold it. */
 int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out);
 
-/* rl_keeper.c: starts the auto-extension thread if it is not running and
- * wakes it to look at the held locks again. Returns 0, -1 when no thread
- * could be started. Caller holds s->mu. */
-int rl_keeper_kick(rl_session *s);
+/* ---- the auto-extension thread (rl_session_keeper.c) ---- */
 
-/* rl_keeper.c: stops the thread and waits for it (bounded by one extension
- * call). Caller does not hold s->mu. */
-void rl_keeper_stop(rl_session *s);
+/* Starts the thread if it is not running and wakes it to look at the held
+ * locks again. Returns 0, -1 when no thread could be started. Caller holds
+ * s->mu. */
+int rl_session_keeper_kick(rl_session *s);
+
+/* Stops the thread and waits for it (bounded by one extension call).
+ * Caller does not hold s->mu. */
+void rl_session_keeper_stop(rl_session *s);
 
 #endif

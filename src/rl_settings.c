@@ -18,8 +18,10 @@ typedef struct setting {
 } setting;
 
 #define OFF(f) offsetof(rl_settings, f)
+#define STR_(x) #x
+#define STR(x) STR_(x) /* a limit's value in a hint, so the limit is written once */
 static const setting table[] = {
-    {"timeout_ms", RL_SETTING_INT, OFF(timeout_ms), 1, 600000, "milliseconds from 1 to 600000"},
+    {"timeout_ms", RL_SETTING_INT, OFF(timeout_ms), 1, RL_TIMEOUT_MAX_MS, "milliseconds from 1 to " STR(RL_TIMEOUT_MAX_MS)},
     {"retry_delay_ms", RL_SETTING_INT, OFF(retry_delay_ms), 0, 3600000, "milliseconds from 0 to 3600000"},
     {"retry_jitter_ms", RL_SETTING_INT, OFF(retry_jitter_ms), 0, 3600000, "milliseconds from 0 to 3600000"},
     {"drift_factor", RL_SETTING_REAL, OFF(drift_factor), 0, 0, "a number from 0 up to (not including) 0.5"},
@@ -30,12 +32,13 @@ static const setting table[] = {
     {"reconnect_min_ms", RL_SETTING_INT, OFF(reconnect_min_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
+    {"release_in_write_txn", RL_SETTING_INT, OFF(release_in_write_txn), 0, 1, "0 (refused before COMMIT) or 1 (allowed)"},
     {"unsafe_test_quorum", RL_SETTING_INT, OFF(unsafe_test_quorum), 0, 1000, "0 (majority) or a node count; for tests only"},
     {"tls_verify", RL_SETTING_INT, OFF(tls_verify), 0, 1, "1 (check certificates) or 0 (insecure)"},
-    {"tls_ca_file", RL_SETTING_TEXT, OFF(tls_ca_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for the system's CA store"},
-    {"tls_ca_dir", RL_SETTING_TEXT, OFF(tls_ca_dir), 0, RL_PATH_MAX, "a directory path of at most 1024 bytes, or '' for none"},
-    {"tls_cert_file", RL_SETTING_TEXT, OFF(tls_cert_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for none"},
-    {"tls_key_file", RL_SETTING_TEXT, OFF(tls_key_file), 0, RL_PATH_MAX, "a file path of at most 1024 bytes, or '' for none"},
+    {"tls_ca_file", RL_SETTING_TEXT, OFF(tls_ca_file), 0, RL_PATH_MAX, "a file path of at most " STR(RL_PATH_MAX) " bytes, or '' for the system's CA store"},
+    {"tls_ca_dir", RL_SETTING_TEXT, OFF(tls_ca_dir), 0, RL_PATH_MAX, "a directory path of at most " STR(RL_PATH_MAX) " bytes, or '' for none"},
+    {"tls_cert_file", RL_SETTING_TEXT, OFF(tls_cert_file), 0, RL_PATH_MAX, "a file path of at most " STR(RL_PATH_MAX) " bytes, or '' for none"},
+    {"tls_key_file", RL_SETTING_TEXT, OFF(tls_key_file), 0, RL_PATH_MAX, "a file path of at most " STR(RL_PATH_MAX) " bytes, or '' for none"},
 };
 #define NSETTINGS (sizeof table / sizeof table[0])
 
@@ -45,12 +48,14 @@ static const setting *lookup(const char *name) {
     return NULL;
 }
 
-static int unknown(const char *name, char *err, size_t errlen) {
+static int unknown(const char *name, rl_error *err) {
     char shown[72];
-    size_t used = (size_t)snprintf(err, errlen, "unknown setting '%s'; the settings are:",
+    char *msg = err->msg;
+    size_t used = (size_t)snprintf(msg, sizeof err->msg, "unknown setting '%s'; the settings are:",
                                    rl_text_excerpt(shown, sizeof shown, name, strlen(name), 64));
-    for (size_t i = 0; i < NSETTINGS && used < errlen; i++)
-        used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", table[i].name);
+    for (size_t i = 0; i < NSETTINGS && used < sizeof err->msg; i++)
+        used += (size_t)snprintf(msg + used, sizeof err->msg - used, "%s %s", i ? "," : "", table[i].name);
+    err->kind = RL_ERR_INVALID;
     return -1;
 }
 
@@ -59,10 +64,10 @@ int rl_setting_type(const char *name) {
     return s ? s->type : -1;
 }
 
-int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, char *err, size_t errlen) {
+int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, rl_error *err) {
     const setting *s = lookup(name);
     memset(out, 0, sizeof *out);
-    if (!s) return unknown(name, err, errlen);
+    if (!s) return unknown(name, err);
     int rc = 0;
     pthread_mutex_lock(&c->mu);
     const char *base = (const char *)&c->set + s->offset;
@@ -72,18 +77,18 @@ int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, char *
     else {
         const char *t = *(char *const *)base;
         out->text = strdup(t);
-        if (!out->text) rc = -1, snprintf(err, errlen, "out of memory");
+        if (!out->text) rc = -1, rl_error_set(err, RL_ERR_NOMEM, "out of memory");
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
-int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, char *err, size_t errlen) {
+int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, rl_error *err) {
     const setting *s = lookup(name);
-    if (!s) return unknown(name, err, errlen);
+    if (!s) return unknown(name, err);
     if (in->type != s->type) {
         static const char *const want[] = {"a whole number", "a number", "text"};
-        snprintf(err, errlen, "%s takes %s, not %s: %s", s->name, want[s->type], in->got ? in->got : "that",
+        rl_error_set(err, RL_ERR_INVALID, "%s takes %s, not %s: %s", s->name, want[s->type], in->got ? in->got : "that",
                  s->hint);
         return -1;
     }
@@ -91,16 +96,16 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, c
         (s->type == RL_SETTING_INT && (in->i < s->min || in->i > s->max)) ||
         (s->type == RL_SETTING_REAL && !(in->r >= 0.0 && in->r < 0.5)) ||
         (s->type == RL_SETTING_TEXT && (!in->text || strlen(in->text) > (size_t)s->max))) {
-        snprintf(err, errlen, "%s must be %s", s->name, s->hint);
+        rl_error_set(err, RL_ERR_INVALID, "%s must be %s", s->name, s->hint);
         return -1;
     }
     int is_tls = strncmp(s->name, "tls_", 4) == 0;
     /* A TLS file is loaded now, so a bad one is reported by this call. */
-    if (is_tls && s->type == RL_SETTING_TEXT && in->text[0] && rl_tls_check_file(s->name, in->text, err, errlen) != 0)
+    if (is_tls && s->type == RL_SETTING_TEXT && in->text[0] && rl_tls_check_file(s->name, in->text, err) != 0)
         return -1;
     char *copy = NULL;
     if (s->type == RL_SETTING_TEXT && !(copy = strdup(in->text))) {
-        snprintf(err, errlen, "out of memory");
+        rl_error_set(err, RL_ERR_NOMEM, "out of memory");
         return -1;
     }
     pthread_mutex_lock(&c->mu);
@@ -109,7 +114,7 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, c
     if (s->type == RL_SETTING_INT) {
         if (strcmp(s->name, "reconnect_min_ms") == 0 && in->i > c->set.reconnect_max_ms) rc = -1;
         if (strcmp(s->name, "reconnect_max_ms") == 0 && in->i < c->set.reconnect_min_ms) rc = -1;
-        if (rc) snprintf(err, errlen, "reconnect_min_ms must not be larger than reconnect_max_ms");
+        if (rc) rl_error_set(err, RL_ERR_INVALID, "reconnect_min_ms must not be larger than reconnect_max_ms");
         else memcpy(base, &in->i, sizeof in->i);
     } else if (s->type == RL_SETTING_REAL) {
         memcpy(base, &in->r, sizeof in->r);

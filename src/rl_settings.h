@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rl_error.h"
 #include "rl_client.h"
 
 enum { RL_SETTING_INT, RL_SETTING_REAL, RL_SETTING_TEXT };
@@ -21,11 +22,11 @@ typedef struct rl_setting_value {
 
 /* Reads setting name into *out; for TEXT, out->text is malloc'ed and the
  * caller frees it. Returns 0, or -1 with a message in err. Takes c->mu. */
-int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, char *err, size_t errlen);
+int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, rl_error *err);
 
 /* Sets setting name from *in (in->type must match the setting's type).
  * Returns 0, or -1 with a message in err saying what is allowed. */
-int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, char *err, size_t errlen);
+int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, rl_error *err);
 
 /* The type of setting name, or -1 when there is none. */
 int rl_setting_type(const char *name);

@@ -91,10 +91,10 @@ static rl_tls_peer *peer_of(const SSL *ssl) {
     return sb ? sb->peer : NULL;
 }
 
-static int ready(char *err, size_t errlen) {
+static int ready(rl_error *err) {
     pthread_once(&init_once, init_globals);
     if (sb_method) return 0;
-    snprintf(err, errlen, "TLS: out of memory");
+    rl_error_set(err, RL_ERR_NOMEM, "TLS: out of memory");
     return -1;
 }
 
@@ -116,22 +116,22 @@ static const char *ssl_reason(void) {
     return r ? r : "unknown error";
 }
 
-static int file_error(const char *setting, const char *path, const char *why, char *err, size_t errlen) {
-    snprintf(err, errlen, "%s '%.200s': %s", setting, path, why);
+static int file_error(const char *setting, const char *path, const char *why, rl_error *err) {
+    rl_error_set(err, RL_ERR_TLS, "%s '%.200s': %s", setting, path, why);
     ERR_clear_error();
     return -1;
 }
 
 /* Loads path as setting into ctx. */
-static int load_into(SSL_CTX *ctx, const char *setting, const char *path, char *err, size_t errlen) {
+static int load_into(SSL_CTX *ctx, const char *setting, const char *path, rl_error *err) {
     int is_dir = strcmp(setting, "tls_ca_dir") == 0;
     if (is_dir) {
         DIR *d = opendir(path);
-        if (!d) return file_error(setting, path, strerror(errno), err, errlen);
+        if (!d) return file_error(setting, path, strerror(errno), err);
         closedir(d);
     } else {
         FILE *f = fopen(path, "rb");
-        if (!f) return file_error(setting, path, strerror(errno), err, errlen);
+        if (!f) return file_error(setting, path, strerror(errno), err);
         fclose(f);
     }
     ERR_clear_error();
@@ -141,21 +141,21 @@ static int load_into(SSL_CTX *ctx, const char *setting, const char *path, char *
     else if (strcmp(setting, "tls_cert_file") == 0) ok = SSL_CTX_use_certificate_chain_file(ctx, path);
     else ok = SSL_CTX_use_PrivateKey_file(ctx, path, SSL_FILETYPE_PEM);
     if (ok != 1 && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
-        return file_error(setting, path, "is not the key of the certificate in tls_cert_file", err, errlen);
+        return file_error(setting, path, "is not the key of the certificate in tls_cert_file", err);
     if (ok != 1) {
-        char why[160];
+        char why[RL_ERR_REASON_MAX];
         snprintf(why, sizeof why, "cannot be loaded (%s)%s", ssl_reason(),
                  strcmp(setting, "tls_key_file") == 0 ? "; it must be a PEM private key without a passphrase"
                                                       : "; it must hold PEM certificates");
-        return file_error(setting, path, why, err, errlen);
+        return file_error(setting, path, why, err);
     }
     return 0;
 }
 
-static SSL_CTX *bare_ctx(char *err, size_t errlen) {
+static SSL_CTX *bare_ctx(rl_error *err) {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (!ctx) {
-        snprintf(err, errlen, "TLS: cannot create a context: %s", ssl_reason());
+        rl_error_set(err, RL_ERR_TLS, "TLS: cannot create a context: %s", ssl_reason());
         ERR_clear_error();
         return NULL;
     }
@@ -163,10 +163,10 @@ static SSL_CTX *bare_ctx(char *err, size_t errlen) {
     return ctx;
 }
 
-int rl_tls_check_file(const char *setting, const char *path, char *err, size_t errlen) {
-    SSL_CTX *ctx = bare_ctx(err, errlen);
+int rl_tls_check_file(const char *setting, const char *path, rl_error *err) {
+    SSL_CTX *ctx = bare_ctx(err);
     if (!ctx) return -1;
-    int rc = load_into(ctx, setting, path, err, errlen);
+    int rc = load_into(ctx, setting, path, err);
     SSL_CTX_free(ctx);
     return rc;
 }
@@ -201,14 +201,14 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
     return 1; /* the reference is ours now */
 }
 
-SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, char *err, size_t errlen) {
-    if (ready(err, errlen) != 0) return NULL;
+SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, rl_error *err) {
+    if (ready(err) != 0) return NULL;
     if (!cfg->cert_file != !cfg->key_file) {
-        snprintf(err, errlen, "TLS: %s is set but %s is not; a client certificate needs both",
+        rl_error_set(err, RL_ERR_TLS, "TLS: %s is set but %s is not; a client certificate needs both",
                  cfg->cert_file ? "tls_cert_file" : "tls_key_file", cfg->cert_file ? "tls_key_file" : "tls_cert_file");
         return NULL;
     }
-    SSL_CTX *ctx = bare_ctx(err, errlen);
+    SSL_CTX *ctx = bare_ctx(err);
     if (!ctx) return NULL;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     /* TLS 1.3: AES-128-GCM first (OpenSSL's default puts AES-256 first): a
@@ -222,16 +222,16 @@ SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, char *err, size_t errlen) {
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
     SSL_CTX_set_verify(ctx, cfg->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     int rc = 0;
-    if (cfg->ca_file) rc |= load_into(ctx, "tls_ca_file", cfg->ca_file, err, errlen);
-    if (!rc && cfg->ca_dir) rc |= load_into(ctx, "tls_ca_dir", cfg->ca_dir, err, errlen);
+    if (cfg->ca_file) rc |= load_into(ctx, "tls_ca_file", cfg->ca_file, err);
+    if (!rc && cfg->ca_dir) rc |= load_into(ctx, "tls_ca_dir", cfg->ca_dir, err);
     if (!rc && !cfg->ca_file && !cfg->ca_dir && cfg->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
-        snprintf(err, errlen, "TLS: cannot load the system's CA certificates (%s); set tls_ca_file", ssl_reason());
+        rl_error_set(err, RL_ERR_TLS, "TLS: cannot load the system's CA certificates (%s); set tls_ca_file", ssl_reason());
         rc = -1;
     }
-    if (!rc && cfg->cert_file) rc |= load_into(ctx, "tls_cert_file", cfg->cert_file, err, errlen);
-    if (!rc && cfg->key_file) rc |= load_into(ctx, "tls_key_file", cfg->key_file, err, errlen);
+    if (!rc && cfg->cert_file) rc |= load_into(ctx, "tls_cert_file", cfg->cert_file, err);
+    if (!rc && cfg->key_file) rc |= load_into(ctx, "tls_key_file", cfg->key_file, err);
     if (!rc && cfg->cert_file && SSL_CTX_check_private_key(ctx) != 1) {
-        snprintf(err, errlen, "tls_key_file '%.200s' is not the key of the certificate in tls_cert_file", cfg->key_file);
+        rl_error_set(err, RL_ERR_TLS, "tls_key_file '%.200s' is not the key of the certificate in tls_cert_file", cfg->key_file);
         rc = -1;
     }
     ERR_clear_error();
@@ -264,8 +264,8 @@ void rl_tls_peer_clear(rl_tls_peer *peer) {
 
 /* ---- connections -------------------------------------------------------- */
 
-SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, char *err, size_t errlen) {
-    if (ready(err, errlen) != 0) return NULL;
+SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, rl_error *err) {
+    if (ready(err) != 0) return NULL;
     SSL *ssl = SSL_new(peer->ctx);
     BIO *bio = BIO_new(sb_method);
     sock_bio *sb = calloc(1, sizeof *sb);
@@ -294,7 +294,7 @@ SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, char *err, size_t e
     ERR_clear_error();
     return ssl;
 oom:
-    snprintf(err, errlen, "TLS: cannot set up the connection: %s", ssl_reason());
+    rl_error_set(err, RL_ERR_TLS, "TLS: cannot set up the connection: %s", ssl_reason());
     ERR_clear_error();
     free(sb);
     BIO_free(bio);
@@ -332,7 +332,7 @@ static const char *verify_hint(long v) {
 }
 
 /* Describes why an SSL call with result rc failed, into err. */
-static void describe(SSL *ssl, int rc, const char *what, char *err, size_t errlen) {
+static void describe(SSL *ssl, int rc, const char *what, rl_error *err) {
     int e = SSL_get_error(ssl, rc);
     rl_tls_peer *peer = peer_of(ssl);
     if (e == SSL_ERROR_SSL && peer && peer->session) { /* never resume what a TLS error ended */
@@ -345,27 +345,27 @@ static void describe(SSL *ssl, int rc, const char *what, char *err, size_t errle
     BIO *bio = SSL_get_rbio(ssl);
     const sock_bio *sb = bio ? BIO_get_data(bio) : NULL;
     if (v != X509_V_OK && SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) {
-        snprintf(err, errlen, "TLS certificate verification failed: %s%s", X509_verify_cert_error_string(v),
+        rl_error_set(err, RL_ERR_TLS, "TLS certificate verification failed: %s%s", X509_verify_cert_error_string(v),
                  verify_hint(v));
     } else if (!SSL_is_init_finished(ssl) && sb && sb->got_any && sb->first != 0x15 && sb->first != 0x16) {
         /* Not a TLS record: "-ERR ..." and the like from a plain port. */
-        snprintf(err, errlen, "TLS handshake failed: the server answered in plain text; this port does not serve "
+        rl_error_set(err, RL_ERR_TLS, "TLS handshake failed: the server answered in plain text; this port does not serve "
                               "TLS (use redis:// for it)");
     } else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0) ||
                (e == SSL_ERROR_SSL && reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
-        snprintf(err, errlen, "connection closed by the server%s", SSL_is_init_finished(ssl) ? "" : " during the TLS handshake");
+        rl_error_set(err, RL_ERR_TLS, "connection closed by the server%s", SSL_is_init_finished(ssl) ? "" : " during the TLS handshake");
     } else if (e == SSL_ERROR_SYSCALL) {
-        snprintf(err, errlen, "%s: %s", what, strerror(errno));
+        rl_error_set(err, RL_ERR_TLS, "%s: %s", what, strerror(errno));
     } else {
         const char *hint = reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED || reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE
                                ? " (does the server want a client certificate? set tls_cert_file and tls_key_file)"
                                : "";
-        snprintf(err, errlen, "TLS error%s: %s%s", SSL_is_init_finished(ssl) ? "" : " in the handshake", ssl_reason(), hint);
+        rl_error_set(err, RL_ERR_TLS, "TLS error%s: %s%s", SSL_is_init_finished(ssl) ? "" : " in the handshake", ssl_reason(), hint);
     }
     ERR_clear_error();
 }
 
-int rl_tls_handshake(SSL *ssl, int *want_write, char *err, size_t errlen) {
+int rl_tls_handshake(SSL *ssl, int *want_write, rl_error *err) {
     ERR_clear_error();
     errno = 0;
     int rc = SSL_do_handshake(ssl);
@@ -382,13 +382,13 @@ int rl_tls_handshake(SSL *ssl, int *want_write, char *err, size_t errlen) {
         *want_write = e == SSL_ERROR_WANT_WRITE;
         return 0;
     }
-    describe(ssl, rc, "TLS handshake", err, errlen);
+    describe(ssl, rc, "TLS handshake", err);
     return -1;
 }
 
 /* One SSL_read_ex or SSL_write_ex; *want_other is set when it waits for
  * the other direction (a read for POLLOUT, a write for POLLIN). */
-static ssize_t transfer(SSL *ssl, int writing, void *buf, size_t n, int *want_other, char *err, size_t errlen) {
+static ssize_t transfer(SSL *ssl, int writing, void *buf, size_t n, int *want_other, rl_error *err) {
     size_t done = 0;
     /* SSL_get_error needs an empty error queue; clearing one that is already
      * empty costs OpenSSL 3 about as much as encrypting a small record. */
@@ -403,16 +403,16 @@ static ssize_t transfer(SSL *ssl, int writing, void *buf, size_t n, int *want_ot
         if (ERR_peek_error()) ERR_clear_error();
         return 0;
     }
-    describe(ssl, rc, writing ? "send" : "recv", err, errlen);
+    describe(ssl, rc, writing ? "send" : "recv", err);
     return -1;
 }
 
-ssize_t rl_tls_read(SSL *ssl, void *buf, size_t n, int *want_write, char *err, size_t errlen) {
-    return transfer(ssl, 0, buf, n, want_write, err, errlen);
+ssize_t rl_tls_read(SSL *ssl, void *buf, size_t n, int *want_write, rl_error *err) {
+    return transfer(ssl, 0, buf, n, want_write, err);
 }
 
-ssize_t rl_tls_write(SSL *ssl, const void *buf, size_t n, int *want_read, char *err, size_t errlen) {
-    return transfer(ssl, 1, (void *)buf, n, want_read, err, errlen);
+ssize_t rl_tls_write(SSL *ssl, const void *buf, size_t n, int *want_read, rl_error *err) {
+    return transfer(ssl, 1, (void *)buf, n, want_read, err);
 }
 
 int rl_tls_pending(const SSL *ssl) { return SSL_has_pending(ssl); }

@@ -23,6 +23,8 @@
 
 #include <openssl/ssl.h>
 
+#include "rl_error.h"
+
 /* The effective TLS settings of one node. NULL strings: not set. */
 typedef struct rl_tls_config {
     int verify;  /* 1: check the certificate and host name */
@@ -42,14 +44,14 @@ typedef struct rl_tls_peer {
 /* Checks that path is usable for setting ("tls_ca_file", "tls_ca_dir",
  * "tls_cert_file", "tls_key_file"): it exists, can be read and holds what
  * the setting needs. Returns 0, or -1 with the reason in err. */
-int rl_tls_check_file(const char *setting, const char *path, char *err, size_t errlen);
+int rl_tls_check_file(const char *setting, const char *path, rl_error *err);
 
 /* A text that is equal for equal configurations (malloc'ed; NULL on OOM). */
 char *rl_tls_config_key(const rl_tls_config *cfg);
 
 /* Builds a context from cfg, loading every file now. Returns it, or NULL
  * with the reason in err. */
-SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, char *err, size_t errlen);
+SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, rl_error *err);
 
 /* Gives peer a new context (one reference and key taken over), dropping
  * the session of the old one (it was verified under other settings). */
@@ -64,24 +66,24 @@ void rl_tls_peer_clear(rl_tls_peer *peer);
 /* A new client-side SSL on fd for peer (whose ctx must be set), checking
  * host (a name or an IP address; a name is sent as SNI) when verifying,
  * resuming peer's session when there is one. NULL with a reason in err. */
-SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, char *err, size_t errlen);
+SSL *rl_tls_new(rl_tls_peer *peer, int fd, const char *host, rl_error *err);
 
 /* Frees ssl without sending anything (NULL is fine). */
 void rl_tls_free(SSL *ssl);
 
 /* Advances the handshake. Returns 1 when done, 0 when it must wait (then
  * *want_write says for which event), -1 on failure with the reason in err. */
-int rl_tls_handshake(SSL *ssl, int *want_write, char *err, size_t errlen);
+int rl_tls_handshake(SSL *ssl, int *want_write, rl_error *err);
 
 /* Reads up to n decrypted bytes. Returns the count (> 0); 0 when it must
  * wait (*want_write set when it waits for the socket to be writable);
  * -1 on failure or end of stream, with the reason in err. */
-ssize_t rl_tls_read(SSL *ssl, void *buf, size_t n, int *want_write, char *err, size_t errlen);
+ssize_t rl_tls_read(SSL *ssl, void *buf, size_t n, int *want_write, rl_error *err);
 
 /* Writes up to n bytes. Returns the count written (> 0); 0 when it must
  * wait (*want_read set when it waits for the socket to be readable); -1 on
  * failure with the reason in err. */
-ssize_t rl_tls_write(SSL *ssl, const void *buf, size_t n, int *want_read, char *err, size_t errlen);
+ssize_t rl_tls_write(SSL *ssl, const void *buf, size_t n, int *want_read, rl_error *err);
 
 /* 1 when ssl holds bytes already received but not yet returned by
  * rl_tls_read, so they are read without waiting for the socket. */

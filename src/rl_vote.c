@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl_client.h"
 
 static const char *type_name(int t) {
     switch (t) {
@@ -26,6 +25,18 @@ static int unexpected(const rl_reply *r, char *why, size_t whylen) {
     return RL_V_FAIL;
 }
 
+/* A vote state with its reason. */
+static int said(int state, char *why, size_t whylen, const char *reason) {
+    snprintf(why, whylen, "%s", reason);
+    return state;
+}
+
+/* A yes carrying a number (a fence number, a PTTL). */
+static int yes_with(long long *value, long long v) {
+    *value = v;
+    return RL_V_YES;
+}
+
 int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long long *value, char *why, size_t whylen) {
     *value = 0;
     why[0] = '\0';
@@ -39,35 +50,65 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         if (k > 0 && (size_t)k < whylen) rl_text_from_server(why + k, whylen - (size_t)k, r->str, r->len, sec);
         return RL_V_FAIL;
     }
+    int is_int = r->type == REDIS_REPLY_INTEGER;
     switch (kind) {
     case RL_K_ACQUIRE:
         if (r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0) return RL_V_YES;
-        if (r->type == REDIS_REPLY_NIL) {
-            snprintf(why, whylen, "held by someone else");
-            return RL_V_NO;
+        if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
+        return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_FENCED: /* the new fence number */
+        if (is_int && r->integer > 0) return yes_with(value, r->integer);
+        if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
+        return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_MANY:
+        /* {1, fences...}: all set; {0, i}: key i exists, nothing set. The
+         * caller checks the count of fences (rl_round.inspect). */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
+            const rl_reply *head = r->element[0];
+            if (head->integer == 1) {
+                for (size_t k = 1; k < r->elements; k++)
+                    if (r->element[k]->type != REDIS_REPLY_INTEGER || r->element[k]->integer <= 0)
+                        return unexpected(r->element[k], why, whylen);
+                return yes_with(value, (long long)r->elements - 1);
+            }
+            if (head->integer == 0 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
+                r->element[1]->integer >= 1) {
+                *value = r->element[1]->integer;
+                return said(RL_V_NO, why, whylen, "held by someone else");
+            }
         }
         return unexpected(r, why, whylen);
-    case RL_K_ACQUIRE_FENCED:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-            *value = r->integer;
-            return RL_V_YES;
+    case RL_K_RELEASE_MANY:
+        /* One '1' (deleted) or '0' (not ours) per key; the caller checks the count. */
+        if (r->type == REDIS_REPLY_STRING && r->len > 0) {
+            long long deleted = 0;
+            for (size_t k = 0; k < r->len; k++) {
+                if (r->str[k] != '0' && r->str[k] != '1') return unexpected(r, why, whylen);
+                deleted += r->str[k] == '1';
+            }
+            return yes_with(value, deleted);
         }
-        if (r->type == REDIS_REPLY_NIL) {
-            snprintf(why, whylen, "held by someone else");
-            return RL_V_NO;
-        }
+        return unexpected(r, why, whylen);
+    case RL_K_CLEANUP:
+        /* A cleanup of several keys (or the write-back sent to late nodes
+         * of a set) answers how many it deleted, or 1. */
+        if (is_int && r->integer >= 1) return RL_V_YES;
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
         return unexpected(r, why, whylen);
     case RL_K_RELEASE:
     case RL_K_EXTEND:
-    case RL_K_CLEANUP:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-            snprintf(why, whylen, "not held with this token");
-            return RL_V_NO;
-        }
+        if (is_int && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
+        return unexpected(r, why, whylen);
+    case RL_K_CHECK: /* the ms the key has left */
+        if (is_int && r->integer > 0) return yes_with(value, r->integer);
+        if (is_int && r->integer == 0) return said(RL_V_NO, why, whylen, "not held with this token");
+        if (is_int && r->integer == -1)
+            return said(RL_V_FAIL, why, whylen,
+                        "the key holds the token but has no expiry (not a lock this extension took)");
         return unexpected(r, why, whylen);
     case RL_K_WRITEBACK:
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
     }
     snprintf(why, whylen, "internal: unknown command kind");

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "rl_error.h"
+#include "rl_kind.h"
 #include "rl_resp.h"
 #include "rl_text.h"
 
@@ -21,11 +23,11 @@ enum {
 typedef struct rl_vote {
     int state;
     int timed_out;     /* FAIL because the node did not answer in time */
-    long long value;   /* the fence number of a fenced acquire */
-    char why[256];     /* reason of a NO or FAIL */
+    long long value;   /* the fence number of a fenced acquire; the PTTL of a check */
+    char why[RL_ERR_REASON_MAX]; /* reason of a NO or FAIL */
 } rl_vote;
 
-/* Classifies reply r to a command of kind (RL_K_* of rl_client.h) into an
+/* Classifies reply r to a command of kind (RL_K_* of rl_kind.h) into an
  * RL_V_* state, with *value (fence) and a reason in why for NO and FAIL.
  * The text of an error reply is shown with the secrets of sec masked. */
 int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long long *value, char *why, size_t whylen);

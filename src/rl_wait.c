@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "rl_clock.h"
+#include "rl_node.h"
 
 /* The two channels of key on node: released and keyspace (malloc'ed). */
 typedef struct channels {
@@ -59,8 +60,8 @@ static int classify(const rl_reply *r, const channels *ch) {
 }
 
 static rl_conn *open_sub(rl_client *c, rl_node *node) {
-    char err[200];
-    rl_conn *conn = rl_node_open(c, node, err, sizeof err);
+    rl_error err;
+    rl_conn *conn = rl_node_open(c, node, &err);
     if (!conn) return NULL;
     conn->push = 1;
     const char *argv[3];
@@ -89,8 +90,10 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
     int64_t now = rl_now_us(), deadline = now;
     channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
     int *confirmed = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *confirmed);
+    struct pollfd *pfd = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *pfd);
+    int *who = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *who);
     int ready = 0;
-    if (!chs || !confirmed) goto out;
+    if (!chs || !confirmed || !pfd || !who) goto out;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         node->sub_ready = 0;
@@ -104,13 +107,12 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
         size_t lens[3] = {9, chs[i].rellen, chs[i].kslen};
         if (rl_conn_send(node->sub, NULL, 3, argv, lens) != 0) continue;
         node->sub_ready = 1; /* asked; confirmed below */
-        int64_t d = now + rl_node_timeout_us(c, node);
+        int64_t d = now + rl_client_timeout_us(c, node);
         if (d > deadline) deadline = d;
     }
     for (;;) {
-        struct pollfd pfd[64];
-        int who[64], k = 0, waiting = 0;
-        for (int i = 0; i < c->n && k < 64; i++) {
+        int k = 0, waiting = 0;
+        for (int i = 0; i < c->n; i++) {
             rl_node *node = c->nodes[i];
             if (!node->sub_ready || confirmed[i] >= 2 || node->sub->broken) continue;
             waiting++;
@@ -143,6 +145,8 @@ out:
     for (int i = 0; chs && i < c->n; i++) channels_free(&chs[i]);
     free(chs);
     free(confirmed);
+    free(pfd);
+    free(who);
     return ready;
 }
 

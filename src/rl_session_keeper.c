@@ -1,4 +1,5 @@
-/* rl_keeper: the auto-extension thread of a session. It extends every lock
+/* rl_session_keeper: the auto-extension thread of a session (part of the
+ * rl_session module, declared in rl_session.h). It extends every lock
  * taken with auto_extend at about a third of its TTL, never touches SQLite,
  * never re-creates an expired lock (the extend script cannot), marks a lock
  * lost when an extension is refused or its validity ran out first, and stops
@@ -30,9 +31,14 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-static int find_token(const rl_session *s, const char *token) {
+/* The held lock on res with token: several names taken together share
+ * one token (and adopt takes any key that holds a token), so the token
+ * alone does not say which. */
+static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
     for (int i = 0; i < s->nheld; i++)
-        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0) return i;
+        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
+            memcmp(s->held[i].res, res, reslen) == 0)
+            return i;
     return -1;
 }
 
@@ -67,25 +73,26 @@ static void extend_one(rl_session *s, int i) {
 
     rl_outcome o;
     rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
-    free(res);
 
     pthread_mutex_lock(&s->mu);
-    i = find_token(s, token);
+    i = find_held(s, res, reslen, token);
+    free(res);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
     h->inflight_until_us = 0;
+    pthread_cond_broadcast(&s->wake); /* a detach may wait for this extend */
     now = rl_now_us();
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + h->ttl_ms * 1000 / 3;
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
     if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
-        h->next_extend_us = now + ttl * 1000 / 3;
+        h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
         mark_lost(h, o.msg);
     } else if (h->valid_until_us <= now) {
@@ -120,7 +127,7 @@ static void *keeper_main(void *arg) {
     return NULL;
 }
 
-int rl_keeper_kick(rl_session *s) {
+int rl_session_keeper_kick(rl_session *s) {
     if (!s->keeper_running) {
         /* The thread takes no signal meant for the host process. */
         sigset_t all, old;
@@ -132,15 +139,15 @@ int rl_keeper_kick(rl_session *s) {
         if (rc != 0) return -1;
         s->keeper_running = 1;
     }
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     return 0;
 }
 
-void rl_keeper_stop(rl_session *s) {
+void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
     if (running) pthread_join(s->keeper, NULL);
     s->keeper_running = 0;

@@ -1,0 +1,121 @@
+"""The acquire_many rows of make bench: redlock_acquire_many of 1, 10, 100
+and 1,000 names (one script per node), and, in the same run on the same
+nodes, 1,000 names taken one by one with redlock_acquire in one statement.
+The ratio "1,000 names via acquire_many / 1,000 single acquires" is the
+figure the target is about (<= 0.05: one round trip instead of 1,000).
+
+Measured in this process through Python's sqlite3 module (the extension
+loaded into it), fencing on, TTL 10 s: each timed call is one acquire;
+the release of what it took (redlock_release_many, redlock_release_all)
+runs untimed after it. Standard library only.
+"""
+# SPDX-License-Identifier: BSD-3-Clause
+
+import json
+import sqlite3
+import statistics
+import time
+
+SIZES = (1, 10, 100, 1000)
+
+SINGLE_1000 = ("WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 1000) "
+               "SELECT count(redlock_acquire('bs:' || i, 10000)) FROM s")
+
+
+def _connect(ext, urls):
+    con = sqlite3.connect(":memory:", isolation_level=None)
+    con.enable_load_extension(True)
+    con.load_extension(ext)
+    con.enable_load_extension(False)
+    con.execute("DELETE FROM redlock_nodes")
+    for u in urls:
+        con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", (u,))
+    con.execute("SELECT redlock_config('timeout_ms', 200)")
+    return con
+
+
+def _pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def measure(ext, urls, seconds=1.0, reps=5):
+    """{"many": {n: {...}}, "single": {...}, "ratio": r} for the nodes urls."""
+    con = _connect(ext, urls)
+    out = {"many": {}, "nodes": len(urls)}
+    for n in SIZES:
+        names = json.dumps(["bm:%d:%d" % (n, i) for i in range(n)])
+        lat = []
+        calls = 0
+        t_end = time.monotonic() + seconds * reps
+        while time.monotonic() < t_end or len(lat) < 3:
+            t0 = time.perf_counter()
+            tok = con.execute("SELECT redlock_acquire_many(?, 10000)", (names,)).fetchone()[0]
+            t1 = time.perf_counter()
+            if tok is None:
+                raise SystemExit("bench: acquire_many of %d names was refused on idle nodes" % n)
+            got = con.execute("SELECT redlock_release_many(?)", (names,)).fetchone()[0]
+            if got != n:
+                raise SystemExit("bench: release_many of %d names released %r" % (n, got))
+            lat.append(t1 - t0)
+            calls += 1
+        out["many"][n] = {"calls": calls, "p50_us": statistics.median(lat) * 1e6, "p99_us": _pct(lat, 99) * 1e6,
+                          "names_s": n / statistics.median(lat)}
+        print("bench: acquire_many of %d names: done" % n, flush=True)
+    single = []
+    t_end = time.monotonic() + seconds * reps
+    while time.monotonic() < t_end or len(single) < 3:
+        t0 = time.perf_counter()
+        got = con.execute(SINGLE_1000).fetchone()[0]
+        t1 = time.perf_counter()
+        if got != 1000:
+            raise SystemExit("bench: 1,000 single acquires took %r" % got)
+        if con.execute("SELECT redlock_release_all()").fetchone()[0] != 1000:
+            raise SystemExit("bench: release_all after 1,000 single acquires")
+        single.append(t1 - t0)
+    out["single"] = {"calls": len(single), "p50_us": statistics.median(single) * 1e6,
+                     "p99_us": _pct(single, 99) * 1e6, "names_s": 1000 / statistics.median(single)}
+    out["ratio"] = out["many"][1000]["p50_us"] / out["single"]["p50_us"]
+    print("bench: 1,000 single acquires: done", flush=True)
+    # The same pair with fencing off: what the per-name counters cost.
+    con.execute("SELECT redlock_config('fencing', 0)")
+    names = json.dumps(["bm:off:%d" % i for i in range(1000)])
+    many_off, single_off = [], []
+    t_end = time.monotonic() + seconds * reps / 2
+    while time.monotonic() < t_end or len(single_off) < 3:
+        t0 = time.perf_counter()
+        con.execute("SELECT redlock_acquire_many(?, 10000)", (names,)).fetchone()
+        many_off.append(time.perf_counter() - t0)
+        con.execute("SELECT redlock_release_many(?)", (names,)).fetchone()
+        if len(many_off) % 10 == 0:
+            t0 = time.perf_counter()
+            con.execute(SINGLE_1000).fetchone()
+            single_off.append(time.perf_counter() - t0)
+            con.execute("SELECT redlock_release_all()").fetchone()
+    out["off"] = {"many_us": statistics.median(many_off) * 1e6, "single_us": statistics.median(single_off) * 1e6,
+                  "many_calls": len(many_off), "single_calls": len(single_off)}
+    out["off"]["ratio"] = out["off"]["many_us"] / out["off"]["single_us"]
+    print("bench: fencing off: done", flush=True)
+    con.close()
+    return out
+
+
+def lines(m):
+    """The table rows and the target's verdict: (lines, "<= 0.05: MET")."""
+    L = ["acquire_many (one EVAL per node sets every name or none), fencing on, TTL 10 s, %d nodes; "
+         "time of the acquire call, median of all calls in %s" % (m["nodes"], "the run"),
+         "  %-40s %5s %9s %9s %9s %12s" % ("", "names", "calls", "p50 us", "p99 us", "names/s")]
+    for n in SIZES:
+        s = m["many"][n]
+        L.append("  %-40s %5d %9d %9.0f %9.0f %12.0f" % ("redlock_acquire_many", n, s["calls"], s["p50_us"],
+                                                         s["p99_us"], s["names_s"]))
+    s = m["single"]
+    L.append("  %-40s %5d %9d %9.0f %9.0f %12.0f" % ("1,000 x redlock_acquire, one statement", 1000, s["calls"],
+                                                     s["p50_us"], s["p99_us"], s["names_s"]))
+    o = m["off"]
+    L.append("  fencing off: acquire_many of 1,000 names p50 %.0f us (%d calls), 1,000 single acquires p50 %.0f us "
+             "(%d statements): ratio %.4f" % (o["many_us"], o["many_calls"], o["single_us"], o["single_calls"],
+                                              o["ratio"]))
+    tgt = "<= 0.05: %s" % ("MET" if m["ratio"] <= 0.05 else "NOT MET")
+    L.append("  1,000 names: acquire_many / 1,000 single acquires = %.4f   %s" % (m["ratio"], tgt))
+    return L, tgt

@@ -1,0 +1,290 @@
+/* redlock_many: the SQL functions redlock_acquire_many and
+ * redlock_release_many. The names come as a JSON array of strings (as
+ * json_group_array builds it), read with SQLite's own JSON functions on the
+ * calling connection; each function checks its arguments, calls the
+ * session, and turns the outcome into a value, a NULL, or an error that
+ * starts with "redlock: ".
+ * SPDX-License-Identifier: BSD-3-Clause */
+#include "redlock_ext.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "redlock_guard.h"
+#include "redlock_txn.h"
+
+SQLITE_EXTENSION_INIT3
+
+#define EXAMPLE "e.g. json_array('a', 'b') or (SELECT json_group_array(name) FROM t)"
+
+/* The names read from resources_json: copies, freed by names_free. */
+typedef struct names {
+    int n, cap;
+    char **s;
+    size_t *len;
+} names;
+
+static void names_free(names *nm) {
+    for (int i = 0; i < nm->n; i++) free(nm->s[i]);
+    free(nm->s);
+    free(nm->len);
+    memset(nm, 0, sizeof *nm);
+}
+
+static int names_add(names *nm, const char *s, size_t len) {
+    if (nm->n == nm->cap) {
+        int cap = nm->cap ? nm->cap * 2 : 16;
+        char **ns = realloc(nm->s, (size_t)cap * sizeof *ns);
+        if (!ns) return -1;
+        nm->s = ns;
+        size_t *nl = realloc(nm->len, (size_t)cap * sizeof *nl);
+        if (!nl) return -1;
+        nm->len = nl;
+        nm->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return -1;
+    memcpy(copy, s, len);
+    copy[len] = '\0';
+    nm->s[nm->n] = copy;
+    nm->len[nm->n++] = len;
+    return 0;
+}
+
+/* Runs sql (one parameter, v) on the caller's connection; *st is ready to
+ * step, or an error is set on ctx and NULL returned. */
+static sqlite3_stmt *run_json(sqlite3_context *ctx, const char *sql, sqlite3_value *v) {
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_value(st, 1, v);
+    if (rc == SQLITE_OK) return st;
+    if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+    else
+        redlock_result_error(ctx, "resources_json could not be read with SQLite's JSON functions (%s); this SQLite "
+                                  "needs JSON support (built in since 3.38)", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return NULL;
+}
+
+/* 1 when JSON text (n bytes) holds the escape \u0000 (a NUL character in a
+ * string), which SQLite's JSON functions before 3.42 cut the string at. */
+static int has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 6 <= n; i++) {
+        if (s[i] != '\\' || s[i + 1] != 'u' || memcmp(s + i + 2, "0000", 4) != 0) continue;
+        size_t bs = 0; /* backslashes ending at i: odd means this one escapes the u */
+        while (bs <= i && s[i - bs] == '\\') bs++;
+        if (bs % 2 == 1) return 1;
+    }
+    return 0;
+}
+
+/* Reads resources_json into *nm; 0, or -1 with an error set on ctx. */
+static int read_names(sqlite3_context *ctx, sqlite3_value *v, names *nm) {
+    memset(nm, 0, sizeof *nm);
+    int t = sqlite3_value_type(v);
+    if (t == SQLITE_NULL) {
+        redlock_result_error(ctx, "resources_json is NULL; pass a JSON array of names, " EXAMPLE);
+        return -1;
+    }
+    if (t != SQLITE_TEXT) {
+        redlock_result_error(ctx, "resources_json must be text holding a JSON array of names (got %s), " EXAMPLE,
+                             t == SQLITE_BLOB ? "a blob" : "a number");
+        return -1;
+    }
+    const char *text = (const char *)sqlite3_value_text(v);
+    if (!text) {
+        sqlite3_result_error_nomem(ctx);
+        return -1;
+    }
+    if (has_nul_escape(text, (size_t)sqlite3_value_bytes(v))) {
+        redlock_result_error(ctx, "resources_json contains \\u0000 (a NUL character); names must not contain one");
+        return -1;
+    }
+    sqlite3_stmt *st = run_json(ctx, "SELECT json_type(?1)", v);
+    if (!st) return -1;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+        else
+            redlock_result_error(ctx, "resources_json is not valid JSON (%s); pass a JSON array of names, " EXAMPLE,
+                                 sqlite3_errmsg(sqlite3_context_db_handle(ctx)));
+        sqlite3_finalize(st);
+        return -1;
+    }
+    const char *type = (const char *)sqlite3_column_text(st, 0);
+    if (!type || strcmp(type, "array") != 0) {
+        redlock_result_error(ctx, "resources_json must be a JSON array of names, not a JSON %s; " EXAMPLE,
+                             type ? type : "value");
+        sqlite3_finalize(st);
+        return -1;
+    }
+    sqlite3_finalize(st);
+    if (!(st = run_json(ctx, "SELECT type, value FROM json_each(?1)", v))) return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int k = nm->n + 1;
+        const char *et = (const char *)sqlite3_column_text(st, 0);
+        if (!et || strcmp(et, "text") != 0) {
+            redlock_result_error(ctx, "element %d of resources_json is a JSON %s; every name must be a JSON string", k,
+                                 et ? et : "value");
+            goto fail;
+        }
+        if (nm->n == RL_MANY_MAX) {
+            redlock_result_error(ctx, "resources_json has more than %d names; at most %d can be taken at once: split "
+                                      "the set, or protect it with one coarser lock name", RL_MANY_MAX, RL_MANY_MAX);
+            goto fail;
+        }
+        const char *s = (const char *)sqlite3_column_text(st, 1);
+        int len = sqlite3_column_bytes(st, 1);
+        if (!s && len > 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (len == 0) {
+            redlock_result_error(ctx, "element %d of resources_json is an empty name; every name must be non-empty", k);
+            goto fail;
+        }
+        if (memchr(s, '\0', (size_t)len)) {
+            redlock_result_error(ctx, "element %d of resources_json contains a NUL character (\\u0000); names must not", k);
+            goto fail;
+        }
+        if (names_add(nm, s, (size_t)len) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        if (rc == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+        else
+            redlock_result_error(ctx, "resources_json could not be read (%s); pass a JSON array of names, " EXAMPLE,
+                                 sqlite3_errmsg(sqlite3_context_db_handle(ctx)));
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    if (nm->n == 0) {
+        redlock_result_error(ctx, "resources_json is an empty array; give at least one name, " EXAMPLE);
+        names_free(nm);
+        return -1;
+    }
+    return 0;
+fail:
+    sqlite3_finalize(st);
+    names_free(nm);
+    return -1;
+}
+
+/* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
+static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < lo || sqlite3_value_int64(v) > hi) {
+        redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
+                             (long long)hi);
+        return -1;
+    }
+    *out = sqlite3_value_int64(v);
+    return 0;
+}
+
+/* A failed outcome as the SQL result: NULL for a refusal, an error otherwise. */
+static void result_failure(sqlite3_context *ctx, const char *what, int n, const rl_outcome *o) {
+    switch (o->status) {
+    case RL_REFUSED: sqlite3_result_null(ctx); break;
+    case RL_NOMEM: sqlite3_result_error_nomem(ctx); break;
+    case RL_MISUSE: redlock_result_error(ctx, "%s", o->msg); break;
+    case RL_INTERRUPTED:
+        redlock_result_error(ctx, "interrupted (sqlite3_interrupt) while waiting to %s %d names: %s", what, n, o->msg);
+        sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
+        break;
+    default:
+        redlock_result_error(ctx, "could not %s %d names: %s%s", what, n, o->msg,
+                             ((redlock_state *)sqlite3_user_data(ctx))->default_nodes && o->status == RL_NO_QUORUM
+                                 ? " (REDLOCK_NODES was not set when the extension was loaded, so the default node "
+                                   "127.0.0.1:6379 is used: set REDLOCK_NODES or INSERT INTO redlock_nodes)"
+                                 : "");
+        break;
+    }
+}
+
+static redlock_state *state_of(sqlite3_context *ctx) {
+    redlock_state *st = sqlite3_user_data(ctx);
+    rl_session_check_fork(st->session);
+    return st;
+}
+
+/* redlock_acquire_many(resources_json, ttl_ms [, wait_ms]) */
+static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_MANY, argc, argv)) return;
+    int64_t ttl, wait = 0;
+    if (arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    names nm;
+    if (read_names(ctx, argv[0], &nm) != 0) return;
+    char token[RL_TOKEN_LEN + 1];
+    rl_outcome o;
+    rl_status st = rl_session_acquire_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, ttl, wait,
+                                           token, &o);
+    if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
+    else result_failure(ctx, "lock", nm.n, &o);
+    names_free(&nm);
+}
+
+/* redlock_release_many(resources_json [, token]) */
+static void fn_release_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_MANY, argc, argv)) return;
+    const char *token = NULL;
+    size_t toklen = 0;
+    if (argc > 1) {
+        int t = sqlite3_value_type(argv[1]);
+        token = t == SQLITE_TEXT ? (const char *)sqlite3_value_text(argv[1]) : NULL;
+        int n = sqlite3_value_bytes(argv[1]);
+        if (t == SQLITE_NULL) {
+            redlock_result_error(ctx, "token is NULL; pass the token redlock_acquire_many returned (NULL from acquire "
+                                      "means the locks were not taken), or leave it out");
+            return;
+        }
+        if (t == SQLITE_TEXT && !token) {
+            sqlite3_result_error_nomem(ctx);
+            return;
+        }
+        if (!token || n == 0 || n > 1024 || memchr(token, '\0', (size_t)n)) {
+            redlock_result_error(ctx, "token must be the text redlock_acquire_many returned");
+            return;
+        }
+        toklen = (size_t)n;
+    }
+    names nm;
+    if (read_names(ctx, argv[0], &nm) != 0) return;
+    /* As redlock_release: not before this connection's writes are committed. */
+    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_many")) {
+        names_free(&nm);
+        return;
+    }
+    int released, none_held;
+    rl_outcome o;
+    rl_status st = rl_session_release_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,
+                                           toklen, &released, &none_held, &o);
+    if (none_held) sqlite3_result_null(ctx);
+    else if (st == RL_OK) sqlite3_result_int(ctx, released);
+    else result_failure(ctx, "release", nm.n, &o);
+    names_free(&nm);
+}
+
+int redlock_register_many(sqlite3 *db, redlock_state *st) {
+    static const struct {
+        const char *name;
+        int nargs;
+        void (*fn)(sqlite3_context *, int, sqlite3_value **);
+    } fns[] = {
+        {"redlock_acquire_many", 2, fn_acquire_many},
+        {"redlock_acquire_many", 3, fn_acquire_many},
+        {"redlock_release_many", 1, fn_release_many},
+        {"redlock_release_many", 2, fn_release_many},
+    };
+    /* As every lock function: never deterministic, never from a view or
+     * trigger; a CHECK constraint is kept out by redlock_guard. */
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        int rc = sqlite3_create_function_v2(db, fns[i].name, fns[i].nargs, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                            redlock_state_ref(st), fns[i].fn, NULL, NULL, redlock_state_unref);
+        if (rc != SQLITE_OK) return rc;
+    }
+    return SQLITE_OK;
+}

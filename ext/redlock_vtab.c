@@ -1,0 +1,50 @@
+/* redlock_vtab: the pieces both virtual tables share (see redlock_vtab.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
+#include "redlock_vtab.h"
+
+#include <string.h>
+
+SQLITE_EXTENSION_INIT3
+
+int redlock_vtab_connect(sqlite3 *db, void *st, const char *schema, size_t size, sqlite3_vtab **out) {
+    int rc = sqlite3_declare_vtab(db, schema);
+    if (rc != SQLITE_OK) return rc;
+    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    redlock_vtab *vt = sqlite3_malloc64(size);
+    if (!vt) return SQLITE_NOMEM;
+    memset(vt, 0, size);
+    vt->st = st;
+    vt->db = db;
+    *out = &vt->base;
+    return SQLITE_OK;
+}
+
+int redlock_vtab_disconnect(sqlite3_vtab *vt) {
+    sqlite3_free(vt);
+    return SQLITE_OK;
+}
+
+int redlock_vtab_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
+    (void)vt;
+    info->estimatedCost = 10;
+    info->estimatedRows = 10;
+    return SQLITE_OK;
+}
+
+int redlock_cursor_open(size_t size, sqlite3_vtab_cursor **out) {
+    sqlite3_vtab_cursor *cur = sqlite3_malloc64(size);
+    if (!cur) return SQLITE_NOMEM;
+    memset(cur, 0, size);
+    *out = cur;
+    return SQLITE_OK;
+}
+
+int redlock_cursor_next(sqlite3_vtab_cursor *c) {
+    ((redlock_cursor *)c)->i++;
+    return SQLITE_OK;
+}
+
+int redlock_cursor_eof(sqlite3_vtab_cursor *c) {
+    const redlock_cursor *cur = (const redlock_cursor *)c;
+    return cur->i >= cur->n;
+}

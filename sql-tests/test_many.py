@@ -1,0 +1,400 @@
+"""Several names at once: redlock_acquire_many(resources_json, ttl_ms
+[, wait_ms]) takes every name of a JSON array or none, with one token and one
+script per node; redlock_release_many(resources_json [, token]) gives them
+back in one script per node and says how many. Each name is an ordinary lock
+key holding the token: other clients see it locked, redlock_release(name)
+and redlock_extend work on it alone, redlock_locks lists it, and it has its
+own fencing number. Checked in Redis itself, on 1 and 3 nodes, from Python
+and the sqlite3 shell, with another client holding one of the names, with
+leftovers of a crashed attempt, and with a minority and a majority down.
+
+Run: /usr/bin/python3 sql-tests/run.py test_many
+"""
+# SPDX-License-Identifier: BSD-3-Clause
+
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+
+import harness as h
+from faultproxy import FaultProxy
+from harness import check, eq, holds, is_token, no_key, value
+from harness import lock_rows, run_directly, sh, timeout_env as env
+
+AM = "SELECT redlock_acquire_many(?, ?)"
+AMW = "SELECT redlock_acquire_many(?, ?, ?)"
+RM = "SELECT redlock_release_many(?)"
+RMT = "SELECT redlock_release_many(?, ?)"
+
+
+def js(*names):
+    return json.dumps(list(names))
+
+
+def _ours_left(c, names, token):
+    """(node, name) pairs where a key of ours (token) is left."""
+    return [(n.addr, k) for n in c.live() for k in names if n.get(k) == token]
+
+
+def _basics(n):
+    c = h.shared_cluster(n)
+    con = h.connect(env(c))
+    names = ["m:a", "m:b", "m:c"]
+    tok = is_token(value(con, AM, js(*names), 10000), "acquire_many")
+    for k in names:
+        holds(c, k, tok, 10000, "key %s holds the one token on every node" % k, settle_cons=(con,))
+    rows = lock_rows(con)
+    eq([r["resource"] for r in rows], names, "one redlock_locks row per name")
+    eq({r["token"] for r in rows}, {tok}, "one token for the set")
+    eq({r["state"] for r in rows}, {"held"}, "every row held")
+    fences = [value(con, "SELECT redlock_fence(?)", k) for k in names]
+    eq(fences, [1, 1, 1], "a fence per name, each name's first")
+    eq([r["fence"] for r in rows], fences, "redlock_locks.fence")
+    # another client sees each name as an ordinary lock
+    other = h.connect(env(c))
+    eq(value(other, "SELECT redlock_acquire(?, 1000)", "m:b"), None, "another client cannot take m:b")
+    eq(value(other, AM, js("m:x", "m:c"), 1000), None, "nor a set that contains m:c")
+    no_key(c, "m:x", "all or none: m:x not taken", settle_cons=(other,))
+    # one name released alone
+    eq(value(con, "SELECT redlock_release(?)", "m:a"), 1, "redlock_release of one name of the set")
+    no_key(c, "m:a", "m:a released", settle_cons=(con,))
+    holds(c, "m:b", tok, 10000, "m:b still held")
+    eq([r["resource"] for r in lock_rows(con)], ["m:b", "m:c"], "rows after releasing m:a")
+    # the rest in one call; names not held are not counted
+    eq(value(con, RM, js("m:b", "m:c", "m:nothere")), 2, "release_many counts what it released")
+    for k in names:
+        no_key(c, k, "all released", settle_cons=(con,))
+    eq(lock_rows(con), [], "no rows left")
+    eq(value(con, RM, js("m:b", "m:c")), None, "release_many of names this connection does not hold: NULL")
+
+
+h.for_nodes(globals(), _basics, counts=(1, 3))
+
+
+def _all_or_none(n):
+    """One name held by another client: NULL, and no key of ours is left
+    on any node."""
+    c = h.shared_cluster(n)
+    holder = h.SqlProc(env(c))
+    htok = is_token(holder.value("SELECT redlock_acquire('n:b', 20000)"))
+    con = h.connect(env(c))
+    names = ["n:a", "n:b", "n:c", "n:d"]
+    eq(value(con, AM, js(*names), 10000), None, "acquire_many while n:b is held elsewhere")
+    h.settle(con)
+    for k in ("n:a", "n:c", "n:d"):
+        no_key(c, k, "nothing of ours left", settle_cons=(con,))
+    holds(c, "n:b", htok, 20000, "the holder's key is untouched")
+    eq(lock_rows(con), [], "no rows after a refusal")
+    # with wait_ms: the holder's release lets the whole set through
+    result = {}
+
+    def waiter():
+        w = h.connect(env(c))
+        t0 = time.monotonic()
+        result["tok"] = value(w, AMW, js(*names), 10000, 10000)
+        result["s"] = time.monotonic() - t0
+        result["rows"] = lock_rows(w)
+        w.close()
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)  # the waiter's first attempt is refused before the release below
+    eq(holder.value("SELECT redlock_release('n:b')"), 1, "holder releases n:b")
+    t.join(15)
+    is_token(result.get("tok"), "the waiting acquire_many got the set")
+    check(result["s"] < 9, "it did not wait out wait_ms (%.2fs)" % result["s"])
+    eq(len(result["rows"]), 4, "all four names listed")
+
+
+h.for_nodes(globals(), _all_or_none, counts=(1, 3))
+
+
+def test_leftover_of_crashed_attempt_votes_no_3n():
+    """A node that still holds one key of the set (from an attempt that
+    crashed before its cleanup, with its own token) answers no and sets
+    nothing; the other two nodes make the quorum."""
+    c = h.shared_cluster(3)
+    c[0].cmd("SET", "l:b", "0" * 32, "PX", "20000")
+    con = h.connect(env(c))
+    tok = is_token(value(con, AM, js("l:a", "l:b"), 10000), "acquire_many with a leftover on one node")
+    h.settle(con)
+    eq(c[0].get("l:a"), None, "node 1 (with the leftover) set nothing")
+    eq(c[0].get("l:b"), "0" * 32, "node 1's leftover untouched")
+    for k in ("l:a", "l:b"):
+        holds(c[1:], k, tok, 10000, "%s on nodes 2 and 3" % k)
+    eq({r["nodes"] for r in lock_rows(con)}, {2}, "two yes votes per row")
+    # the same leftover on two nodes: a quorum says no
+    c[1].cmd("SET", "l:y", "0" * 32, "PX", "20000")
+    c[2].cmd("SET", "l:y", "0" * 32, "PX", "20000")
+    eq(value(con, AM, js("l:x", "l:y"), 10000), None, "leftovers on a majority: refused")
+    no_key(c, "l:x", "nothing of the refused set left", settle_cons=(con,))
+
+
+def test_minority_down_majority_down_3n():
+    with h.Cluster(3) as c:
+        con = h.connect(env(c, 100))
+        c[2].kill9()
+        tok = is_token(value(con, AM, js("d:a", "d:b"), 10000), "one node of three down")
+        for k in ("d:a", "d:b"):
+            holds(c[:2], k, tok, 10000, "%s on the two live nodes" % k, settle_cons=(con,))
+        check(value(con, "SELECT redlock_fence('d:b')") >= 1, "fence with a node down")
+        eq(value(con, RM, js("d:a", "d:b")), 2, "release_many with one node down")
+        c[1].kill9()
+        msg = h.redlock_error(con, AM, js("d:a", "d:b"), 10000, contains=("could not lock 2 names",))
+        check("2 of 3 nodes failed" in msg, "the error counts the failing nodes: %r" % msg)
+        no_key(c, "d:a", "nothing left on the live node", settle_cons=(con,))
+        eq(lock_rows(con), [], "nothing listed")
+        # a held set cannot be released with a majority down: an error, not a count
+        c[1].restart()
+        c[2].restart()
+        h.wait_until(lambda: c.healthy(), 10, what="nodes back")
+        def took():
+            try:
+                return value(con, AM, js("d:c", "d:d"), 10000) is not None
+            except sqlite3.OperationalError:
+                return False  # the restarted nodes are still in their backoff
+        h.wait_until(took, 10, what="acquire after the restart")
+        c[1].kill9()
+        c[2].kill9()
+        h.redlock_error(con, RM, js("d:c", "d:d"), contains=("could not release 2 names",))
+
+
+def _fences(n):
+    """Each name has its own counter; a later set gets larger numbers for
+    every name in it, whatever else was taken in between."""
+    c = h.shared_cluster(n)
+    con = h.connect(env(c))
+    is_token(value(con, AM, js("f:a", "f:b"), 10000))
+    eq(value(con, RM, js("f:a", "f:b")), 2, "release")
+    is_token(value(con, "SELECT redlock_acquire('f:b', 10000)"))
+    eq(value(con, "SELECT redlock_fence('f:b')"), 2, "single acquire continues f:b's numbers")
+    eq(value(con, "SELECT redlock_release('f:b')"), 1, "release")
+    is_token(value(con, AM, js("f:b", "f:a", "f:c"), 10000))
+    got = {r["resource"]: r["fence"] for r in lock_rows(con)}
+    eq(got, {"f:a": 2, "f:b": 3, "f:c": 1}, "fence per name")
+    for k, f in got.items():
+        h.wait_until(lambda: all(nd.get(k + ":fence") == str(f) for nd in c), 2,
+                     what="counter %s:fence = %d on every node" % (k, f))
+    eq(value(con, "SELECT redlock_release_all()"), 3, "release_all counts every name")
+    con.execute("SELECT redlock_config('fencing', 0)")
+    is_token(value(con, AM, js("f:a", "f:b"), 10000))
+    eq([r["fence"] for r in lock_rows(con)], [None, None], "no fences with fencing off")
+
+
+h.for_nodes(globals(), _fences, counts=(1, 3))
+
+
+def test_fence_lagging_counter_written_back_3n():
+    """A node of the quorum whose counters lag (restarted empty) is raised
+    to the quorum's number for every name of the set before the numbers
+    are handed out. Node 2 is down, so the quorum is nodes 1 and 3."""
+    with h.Cluster(3) as c:
+        c[0].cmd("SET", "w:a:fence", "7")
+        c[0].cmd("SET", "w:b:fence", "3")
+        c[1].kill9()
+        con = h.connect(env(c))
+        is_token(value(con, AM, js("w:a", "w:b"), 10000))
+        eq({r["resource"]: r["fence"] for r in lock_rows(con)}, {"w:a": 8, "w:b": 4}, "highest of the quorum")
+        eq((c[2].get("w:a:fence"), c[2].get("w:b:fence")), ("8", "4"),
+           "node 3's counters written back before the call returned")
+        check(0 < c[2].pttl("w:a:fence") <= 7 * 24 * 3600 * 1000, "the written-back counter keeps an expiry")
+
+
+def test_fence_late_node_written_back_3n():
+    """Node 3's counters lag and its replies are slowed through a proxy, so
+    its answer comes after the decision: it still ends up with the numbers
+    handed out (the write-back is queued behind its script)."""
+    with h.Cluster(3) as c:
+        for nd in c[:2]:
+            nd.cmd("SET", "v:a:fence", "7")
+            nd.cmd("SET", "v:b:fence", "3")
+        with FaultProxy("127.0.0.1", c[2].port) as slow:
+            urls = "%s,%s,%s" % (c[0].url, c[1].url, slow.url)
+            con = h.connect(env(urls))
+            con.execute("SELECT redlock_config('timeout_ms', 2000)")
+            value(con, "SELECT count(*) FROM redlock_nodes")
+            slow.delay_replies(150)
+            is_token(value(con, AM, js("v:a", "v:b"), 10000))
+            eq([(r["resource"], r["fence"], r["nodes"]) for r in lock_rows(con)], [("v:a", 8, 2), ("v:b", 4, 2)],
+               "numbers and yes votes of the quorum (nodes 1 and 2)")
+            h.wait_until(lambda: (c[2].get("v:a:fence"), c[2].get("v:b:fence")) == ("8", "4"), 3,
+                         what="node 3's counters raised after its late answer")
+            h.settle(con)
+            eq([r[0] for r in con.execute("SELECT last_error FROM redlock_nodes")], [None, None, None],
+               "no node has an error")
+            con.close()
+
+
+def test_reentrancy_and_tokens_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    t1 = is_token(value(con, "SELECT redlock_acquire('r:a', 10000)"))
+    h.redlock_error(con, AM, js("r:b", "r:a"), 10000,
+                    contains=("'r:a' (name 2 of the list) is already listed in redlock_locks",))
+    no_key(c, "r:b", "nothing taken for the refused set", settle_cons=(con,))
+    t2 = is_token(value(con, AM, js("r:b", "r:c"), 10000))
+    # a single acquire of a name of the set counts a hold, as for any lock
+    eq(value(con, "SELECT redlock_acquire('r:b', 10000)"), t2, "re-entering one name of the set")
+    eq(value(con, RM, js("r:a", "r:b", "r:c")), 3, "one hold of each given back")
+    holds(c, "r:b", t2, 10000, "r:b still held (one hold left)", settle_cons=(con,))
+    no_key(c, "r:a", "r:a (own token) released in the same call")
+    no_key(c, "r:c", "r:c released")
+    eq([(r["resource"], r["holds"]) for r in lock_rows(con)], [("r:b", 1)], "r:b left with one hold")
+    eq(value(con, RM, js("r:b")), 1, "last hold")
+    check(t1 != t2, "separate tokens")
+    # release by token from another connection
+    t3 = is_token(value(con, AM, js("r:x", "r:y"), 10000))
+    other = h.connect(env(c))
+    eq(value(other, RMT, js("r:x", "r:y", "r:z"), "f" * 32), 0, "a wrong token releases nothing")
+    holds(c, "r:x", t3, 10000, "still held")
+    eq(value(other, RMT, js("r:x", "r:y", "r:z"), t3), 2, "release_many with the token, elsewhere")
+    no_key(c, "r:y", "released by token", settle_cons=(other,))
+    eq(value(con, RM, js("r:x", "r:y")), 0, "the owner's own release finds them gone: 0")
+    eq(lock_rows(con), [], "and forgets them")
+    # redlock_release(name, token) works on a name of a set
+    t4 = is_token(value(con, AM, js("r:p", "r:q"), 10000))
+    eq(value(other, "SELECT redlock_release('r:q', ?)", t4), 1, "single release by token")
+    holds(c, "r:p", t4, 10000, "r:p untouched", settle_cons=(other,))
+
+
+def test_auto_extend_every_name_3n():
+    """Names taken together share a token; the background thread extends
+    each of them, not only the first it finds with that token."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    con.execute("SELECT redlock_config('auto_extend', 1)")
+    tok = is_token(value(con, AM, js("x:a", "x:b", "x:c"), 600))
+    h.wait_until(lambda: min(r["extensions"] for r in lock_rows(con)) >= 3, 6,
+                 what="3 extensions of every name: %r" % [(r["resource"], r["extensions"], r["state"])
+                                                           for r in lock_rows(con)])
+    eq({r["state"] for r in lock_rows(con)}, {"held"}, "all held")
+    for k in ("x:a", "x:b", "x:c"):
+        holds(c, k, tok, 600, "%s kept alive" % k)
+    eq(value(con, RM, js("x:a", "x:b", "x:c")), 3, "all released")
+
+
+def test_expired_names_count_0_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    is_token(value(con, AM, js("e:a", "e:b"), 200))
+    h.wait_until(lambda: value(con, "SELECT max(validity_ms) FROM redlock_locks") == 0, 3, what="expiry")
+    eq(value(con, RM, js("e:a", "e:b")), 0, "expired names are not counted as released")
+    eq(lock_rows(con), [], "forgotten")
+
+
+def test_limits_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    names = ["k%04d" % i for i in range(1000)]
+    tok = is_token(value(con, AM, json.dumps(names), 10000), "1,000 names")
+    h.settle(con)
+    for nd in c:
+        eq(nd.dbsize(), 2000, "1,000 keys and 1,000 counters on %s" % nd.addr)
+    eq(value(con, "SELECT count(DISTINCT token) || ':' || count(*) FROM redlock_locks"), "1:1000", "rows")
+    eq(value(con, "SELECT redlock_validity('k0999', ?) > 0", tok), 1, "validity by name and token")
+    eq(value(con, RM, json.dumps(names)), 1000, "all released")
+    msg = h.redlock_error(con, AM, json.dumps(["n%d" % i for i in range(10001)]), 10000,
+                          contains=("more than 10000 names",))
+    check("split the set" in msg, msg)
+    h.redlock_error(con, AM, json.dumps(["z" * 60000] * 1 + ["y" * 60000 + str(i) for i in range(80)]), 10000,
+                    contains=("at most 4194304 can be taken at once",))
+    eq(sum(nd.dbsize() for nd in c), 3000, "nothing set by the refused calls (only the counters are left)")
+
+
+def test_shell_json_group_array_3n():
+    c = h.shared_cluster(3)
+    out = sh("CREATE TABLE jobs(name TEXT);\n"
+             "INSERT INTO jobs VALUES ('s:1'), ('s:2'), ('s:3');\n"
+             "SELECT length(redlock_acquire_many((SELECT json_group_array(name) FROM jobs), 10000));\n"
+             "SELECT group_concat(resource) || '|' || count(DISTINCT token) FROM redlock_locks;\n"
+             "SELECT redlock_release('s:2');\n"
+             "SELECT redlock_release_many((SELECT json_group_array(name) FROM jobs));\n"
+             "SELECT redlock_release_many('[\"s:1\"]');\n", c, "shell")
+    eq(out, ["32", "s:1,s:2,s:3|1", "1", "2", "NULL"], "shell output")
+    for k in ("s:1", "s:2", "s:3"):
+        no_key(c, k, "released in the shell")
+
+
+def test_release_many_before_commit_is_refused_3n():
+    """As redlock_release: releasing while this connection's writes are not
+    committed would let the next holder read the old data."""
+    c = h.shared_cluster(3)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "shop.db")
+        con = h.connect(env(c), database=path)
+        con.execute("CREATE TABLE results(x)")
+        tok = is_token(value(con, AM, js("t:a", "t:b"), 60000))
+        con.execute("BEGIN")
+        con.execute("INSERT INTO results VALUES (1)")
+        for args in ((RM, js("t:a", "t:b")), (RMT, js("t:a", "t:b"), tok)):
+            msg = h.redlock_error(con, *args, contains=("redlock_release_many() refused", "uncommitted writes",
+                                                         "COMMIT first", "release_in_write_txn"))
+            check(tok not in msg, "the token is not in the error")
+        eq(len(lock_rows(con)), 2, "both names still listed")
+        for k in ("t:a", "t:b"):
+            holds(c, k, tok, 60000, "%s stays on the nodes" % k, settle_cons=(con,))
+        con.execute("COMMIT")
+        eq(value(con, RM, js("t:a", "t:b")), 2, "released after COMMIT")
+        # the setting allows it, for locks that protect something else
+        is_token(value(con, AM, js("t:c", "t:d"), 60000))
+        con.execute("SELECT redlock_config('release_in_write_txn', 1)")
+        con.execute("BEGIN")
+        con.execute("INSERT INTO results VALUES (2)")
+        eq(value(con, RM, js("t:c", "t:d")), 2, "released inside the transaction with release_in_write_txn 1")
+        con.execute("COMMIT")
+        no_key(c, "t:c", "released", settle_cons=(con,))
+        con.close()
+
+
+def test_interrupt_ends_wait_3n():
+    """sqlite3_interrupt() ends a waiting acquire_many; nothing of the set is
+    left, and the wait had subscribed to the release of the taken name."""
+    c = h.shared_cluster(3)
+    holder = h.connect(env(c))
+    htok = is_token(value(holder, "SELECT redlock_acquire('i:b', 60000)"))
+    h.settle(holder)
+    con = h.connect(env(c))
+    result = {}
+
+    def run():
+        try:
+            result["rows"] = con.execute(AMW, (js("i:a", "i:b", "i:c"), 10000, 20000)).fetchall()
+        except sqlite3.Error as e:
+            result["error"] = str(e)
+    t = threading.Thread(target=run)
+    t.start()
+    h.wait_until(lambda: all(n.cmd("PUBSUB", "NUMSUB", "i:b:released")[1] >= 1 for n in c), 5,
+                 what="the waiter subscribed to the release of i:b on every node")
+    t0 = time.monotonic()
+    con.interrupt()
+    t.join(10)
+    check(not t.is_alive() and time.monotonic() - t0 < 5, "the wait ended after the interrupt")
+    check(result.get("error", "").startswith("redlock: interrupted"), "the error says interrupted: %r" % result)
+    for k in ("i:a", "i:c"):
+        no_key(c, k, "nothing of the set left", settle_cons=(con,))
+    holds(c, "i:b", htok, 60000, "the holder's key untouched")
+
+
+def test_directonly_and_guard():
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    con.execute("CREATE TABLE t(x)")
+    con.execute("CREATE VIEW v AS SELECT redlock_acquire_many('[\"g:v\"]', 10000)")
+    msg = h.sql_error(con, "SELECT * FROM v")
+    check("unsafe use of redlock_acquire_many()" in msg, msg)
+    con.execute("CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT redlock_release_many('[\"g:v\"]'); END")
+    msg = h.sql_error(con, "INSERT INTO t VALUES (1)")
+    check("unsafe use of redlock_release_many()" in msg, msg)
+    con.execute("DROP TRIGGER tr")
+    con.execute("DROP VIEW v")
+    con.execute("CREATE TABLE c(x CHECK (redlock_acquire_many('[\"g:c\"]', 10000) IS NOT NULL))")
+    h.redlock_error(con, "INSERT INTO c VALUES (1)",
+                    contains=("redlock_acquire_many() refused", "table 'c' names it"))
+    no_key(c, "g:c", "the CHECK constraint took nothing")
+
+
+if __name__ == "__main__":
+    sys.exit(run_directly(globals()))

@@ -1,0 +1,27 @@
+/* rl_kind: what a command sent to a node is. Every reply is matched to its
+ * command by a tag carrying one of these (rl_conn.h), and classified by it
+ * (rl_vote.h); kept apart so neither needs the client to know them.
+ * SPDX-License-Identifier: BSD-3-Clause */
+#ifndef RL_KIND_H
+#define RL_KIND_H
+
+enum {
+    RL_K_AUTH = 1,    /* connection set-up */
+    RL_K_SELECT,
+    RL_K_INFO,
+    RL_K_ROLE,
+    RL_K_ACQUIRE,     /* SET key token NX PX ttl */
+    RL_K_ACQUIRE_FENCED, /* the same plus INCR of the fence counter, one script */
+    RL_K_RELEASE,     /* compare-and-delete script */
+    RL_K_EXTEND,      /* compare-and-pexpire script */
+    RL_K_WRITEBACK,   /* raise a lagging fence counter */
+    RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
+    RL_K_CHECK,       /* compare-and-read-PTTL script: is it still ours, for how long */
+    RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
+    RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
+};
+
+/* 1 for the set-up commands a new connection sends before any lock command. */
+#define RL_KIND_IS_SETUP(kind) ((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE)
+
+#endif

@@ -1,0 +1,528 @@
+/* rl_many: several names at once (see rl_many.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
+#include "rl_many.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_clock.h"
+#include "rl_round.h"
+#include "rl_scripts.h"
+#include "rl_wait.h"
+
+#define FENCE_SUFFIX ":fence" /* as rl_lock.c: the counter of key is key:fence */
+
+/* Every key and fence key of a set, and room for the largest command made
+ * from them (3 + 2n + 4 arguments). One owner: mkeys_free. */
+typedef struct mkeys {
+    int n;
+    char *buf;           /* the keys, then the fence keys */
+    const char **key, **fkey;
+    size_t *keylen, *fkeylen;
+    const char **argv;
+    size_t *lens;
+    char (*num)[24];     /* number arguments of a write-back */
+} mkeys;
+
+static void mkeys_free(mkeys *k) {
+    free(k->buf);
+    free(k->key);
+    free(k->fkey);
+    free(k->keylen);
+    free(k->fkeylen);
+    free(k->argv);
+    free(k->lens);
+    free(k->num);
+    memset(k, 0, sizeof *k);
+}
+
+static int mkeys_make(const rl_client *c, int n, const char *const *res, const size_t *lens, mkeys *k) {
+    size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
+    memset(k, 0, sizeof *k);
+    for (int i = 0; i < n; i++) total += 2 * (pl + lens[i]) + sl;
+    size_t un = (size_t)n, args = 2 * un + 8;
+    k->n = n;
+    k->buf = malloc(total + 1);
+    k->key = malloc(un * sizeof *k->key);
+    k->fkey = malloc(un * sizeof *k->fkey);
+    k->keylen = malloc(un * sizeof *k->keylen);
+    k->fkeylen = malloc(un * sizeof *k->fkeylen);
+    k->argv = malloc(args * sizeof *k->argv);
+    k->lens = malloc(args * sizeof *k->lens);
+    k->num = malloc(un * sizeof *k->num);
+    if (!k->buf || !k->key || !k->fkey || !k->keylen || !k->fkeylen || !k->argv || !k->lens || !k->num) {
+        mkeys_free(k);
+        return -1;
+    }
+    char *p = k->buf;
+    for (int i = 0; i < n; i++) {
+        k->key[i] = p;
+        k->keylen[i] = pl + lens[i];
+        memcpy(p, c->set.key_prefix, pl);
+        memcpy(p + pl, res[i], lens[i]);
+        p += k->keylen[i];
+    }
+    for (int i = 0; i < n; i++) {
+        k->fkey[i] = p;
+        k->fkeylen[i] = k->keylen[i] + sl;
+        memcpy(p, k->key[i], k->keylen[i]);
+        memcpy(p + k->keylen[i], FENCE_SUFFIX, sl);
+        p += k->fkeylen[i];
+    }
+    return 0;
+}
+
+/* Puts EVAL script numkeys into k->argv; returns the next free index. */
+static int cmd_head(mkeys *k, const char *script, size_t scriptlen, char *numkeys, size_t numkeys_size, int nkeys) {
+    snprintf(numkeys, numkeys_size, "%d", nkeys);
+    k->argv[0] = "EVAL";
+    k->lens[0] = 4;
+    k->argv[1] = script;
+    k->lens[1] = scriptlen;
+    k->argv[2] = numkeys;
+    k->lens[2] = strlen(numkeys);
+    return 3;
+}
+
+/* Appends the lock keys (which 0) or the fence keys (1) at index a. */
+static int cmd_keys(mkeys *k, int a, int which) {
+    for (int i = 0; i < k->n; i++) {
+        k->argv[a] = which ? k->fkey[i] : k->key[i];
+        k->lens[a++] = which ? k->fkeylen[i] : k->keylen[i];
+    }
+    return a;
+}
+
+static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
+    out->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->msg, sizeof out->msg, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Orders names by length, then bytes (to find one named twice). */
+typedef struct name_ref {
+    const char *s;
+    size_t len;
+} name_ref;
+
+static int name_cmp(const void *a, const void *b) {
+    const name_ref *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return memcmp(x->s, y->s, x->len);
+}
+
+#define NAME(s, len) rl_text_excerpt((char[72]){0}, 72, (s), (len), 64)
+
+rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out) {
+    if (n < 1) return finish(out, RL_MISUSE, "the list of names is empty; give at least one name");
+    if (n > RL_MANY_MAX)
+        return finish(out, RL_MISUSE, "%d names in one call; at most %d can be taken at once: split the set, or "
+                                      "protect it with one coarser lock name", n, RL_MANY_MAX);
+    size_t total = 0, pl = strlen(c->set.key_prefix);
+    for (int i = 0; i < n; i++) {
+        if (rl_lock_check_resource(c, res[i], lens[i], out) != RL_OK) {
+            char msg[sizeof out->msg];
+            snprintf(msg, sizeof msg, "%s", out->msg);
+            return finish(out, RL_MISUSE, "name %d of the list: %s", i + 1, msg);
+        }
+        total += pl + lens[i];
+    }
+    if (total > RL_MANY_MAX_BYTES)
+        return finish(out, RL_MISUSE, "the %d names come to %zu bytes of keys (key_prefix included); at most %d can "
+                                      "be taken at once: split the set, or use shorter names", n, total, RL_MANY_MAX_BYTES);
+    name_ref *refs = malloc((size_t)n * sizeof *refs);
+    if (!refs) return finish(out, RL_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) refs[i] = (name_ref){res[i], lens[i]};
+    qsort(refs, (size_t)n, sizeof *refs, name_cmp);
+    for (int i = 1; i < n; i++) {
+        if (name_cmp(&refs[i - 1], &refs[i]) != 0) continue;
+        finish(out, RL_MISUSE, "'%s' is in the list twice; give each name once", NAME(refs[i].s, refs[i].len));
+        free(refs);
+        return RL_MISUSE;
+    }
+    free(refs);
+    return RL_OK;
+}
+
+/* Validity in µs of a lock set for ttl_ms by an attempt that ran from
+ * start_us to end_us, as for one lock (rl_lock.c). */
+static int64_t validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
+    return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);
+}
+
+/* The shared start of both calls: nodes present, names fine, keys made. */
+static rl_status begin(rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out, mkeys *k,
+                       rl_vote **votes) {
+    out->nodes = c->n;
+    out->quorum = rl_client_quorum(c);
+    if (c->n == 0)
+        return finish(out, RL_MISUSE,
+                      "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
+    if (out->quorum > c->n)
+        return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
+    if (rl_many_check(c, n, res, lens, out) != RL_OK) return out->status;
+    *votes = calloc((size_t)c->n, sizeof **votes);
+    if (!*votes || mkeys_make(c, n, res, lens, k) != 0) {
+        free(*votes);
+        *votes = NULL;
+        return finish(out, RL_NOMEM, "out of memory");
+    }
+    return RL_OK;
+}
+
+/* What the acquire script's answers carry, per node. */
+typedef struct acq_seen {
+    int n, fenced;
+    const char *const *res;
+    const size_t *lens;
+    long long *fences;   /* [node * n + k] */
+    int *blocker;        /* [node]: 0-based index of the name found taken, or -1 */
+} acq_seen;
+
+static int acq_inspect(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen) {
+    acq_seen *a = ctx;
+    if (state == RL_V_NO) {
+        long long i = rep->element[1]->integer;
+        if (i > a->n) {
+            snprintf(why, whylen, "unexpected reply: name %lld of %d taken", i, a->n);
+            return -1;
+        }
+        a->blocker[node] = (int)i - 1;
+        snprintf(why, whylen, "held by someone else ('%s' is taken)", NAME(a->res[i - 1], a->lens[i - 1]));
+        return 0;
+    }
+    size_t want = 1 + (a->fenced ? (size_t)a->n : 0);
+    if (rep->elements != want) {
+        snprintf(why, whylen, "unexpected reply: %zu fencing numbers for %d names", rep->elements - 1, a->n);
+        return -1;
+    }
+    for (int k = 0; a->fenced && k < a->n; k++) a->fences[(size_t)node * (size_t)a->n + (size_t)k] = rep->element[k + 1]->integer;
+    return 0;
+}
+
+/* The cleanup of a failed attempt: every key still holding token goes,
+ * one script per node that may hold any (rl_round_cleanup). */
+static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token) {
+    char nk[16];
+    int a = cmd_head(k, RL_SCRIPT_CLEANUP_MANY, sizeof RL_SCRIPT_CLEANUP_MANY - 1, nk, sizeof nk, k->n);
+    a = cmd_keys(k, a, 0);
+    k->argv[a] = token;
+    k->lens[a++] = RL_TOKEN_LEN;
+    rl_round_cleanup(c, r, a, k->argv, k->lens);
+}
+
+/* The write-back command raising every counter of k to fences[] into
+ * k->argv (nk, ttl: room for two of its arguments). Returns argc. */
+static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, char *nk, size_t nklen, char *ttl,
+                         size_t ttllen) {
+    snprintf(ttl, ttllen, "%lld", (long long)fence_ttl);
+    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, nklen, k->n);
+    x = cmd_keys(k, x, 1);
+    k->argv[x] = ttl;
+    k->lens[x++] = strlen(ttl);
+    for (int j = 0; j < k->n; j++) {
+        snprintf(k->num[j], sizeof k->num[j], "%lld", fences[j]);
+        k->argv[x] = k->num[j];
+        k->lens[x++] = strlen(k->num[j]);
+    }
+    return x;
+}
+
+/* After a successful fenced round: each name's number is the highest of
+ * the yes votes; nodes that lag on any name get one write-back script
+ * raising all their counters. Returns how many nodes are known to store
+ * every name's number (the least over the names); why says what failed. */
+static int writeback(rl_client *c, const rl_round *r, mkeys *k, const acq_seen *a, long long *fences,
+                     int64_t fence_ttl, char *why, size_t whylen) {
+    int n = k->n;
+    for (int j = 0; j < n; j++) fences[j] = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        for (int j = 0; j < n; j++)
+            if (a->fences[(size_t)i * (size_t)n + (size_t)j] > fences[j]) fences[j] = a->fences[(size_t)i * (size_t)n + (size_t)j];
+    }
+    unsigned char *only = calloc((size_t)c->n, 1);
+    unsigned char *lag = calloc((size_t)c->n, 1);
+    rl_vote *votes = calloc((size_t)c->n, sizeof *votes);
+    int lagging = 0, stored = 0;
+    if (!only || !lag || !votes) {
+        snprintf(why, whylen, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        for (int j = 0; j < n && !lag[i]; j++)
+            if (a->fences[(size_t)i * (size_t)n + (size_t)j] < fences[j]) lag[i] = 1;
+        if (lag[i]) only[i] = 1, lagging++;
+        else stored++;
+    }
+    if (lagging) {
+        char nk[16], ttl[32];
+        int x = writeback_cmd(k, fences, fence_ttl, nk, sizeof nk, ttl, sizeof ttl);
+        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = x, .argv = k->argv, .lens = k->lens, .only = only,
+                       .wait_all = 1, .quorum = lagging, .votes = votes};
+        rl_round_run(c, &wb);
+        stored += wb.yes;
+        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
+    }
+out:
+    free(only);
+    free(lag);
+    free(votes);
+    return stored;
+}
+
+static void count_votes(rl_outcome *out, const rl_round *r) {
+    out->yes = r->yes;
+    out->no = r->no;
+    out->fail = r->fail;
+}
+
+/* The outcome of an acquire round that did not reach a quorum of yes votes. */
+static void not_taken(const rl_client *c, const rl_round *r, rl_outcome *out, const acq_seen *a) {
+    count_votes(out, r);
+    if (r->yes + r->no >= out->quorum) {
+        const char *taken = "";
+        for (int i = 0; i < c->n && !taken[0]; i++)
+            if (r->votes[i].state == RL_V_NO && a->blocker[i] >= 0) taken = r->votes[i].why;
+        finish(out, RL_REFUSED, "%s: %d of %d nodes said no (%d needed)", taken[0] ? taken : "held elsewhere", r->no,
+               c->n, out->quorum);
+        return;
+    }
+    snprintf(out->msg, sizeof out->msg, "%d of %d nodes failed, so the %d votes needed could not be had: ", r->fail,
+             c->n, out->quorum);
+    rl_round_describe_failures(c, r, out->msg, sizeof out->msg);
+    out->status = RL_NO_QUORUM;
+}
+
+rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
+                          int64_t wait_ms, char token[RL_TOKEN_LEN + 1], long long *fences, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    token[0] = '\0';
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
+        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
+    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
+        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    pthread_mutex_lock(&c->mu);
+    if (ttl_ms * 1000 <= rl_client_drift_us(c, ttl_ms)) {
+        pthread_mutex_unlock(&c->mu);
+        /* rl_lock_acquire says what the least usable TTL is */
+        return rl_lock_acquire(c, res[0], lens[0], ttl_ms, 0, token, out);
+    }
+    mkeys k;
+    rl_vote *votes = NULL;
+    if (begin(c, n, res, lens, out, &k, &votes) != RL_OK) {
+        pthread_mutex_unlock(&c->mu);
+        return out->status;
+    }
+    int fenced = c->set.fencing != 0;
+    acq_seen a = {.n = n, .fenced = fenced, .res = res, .lens = lens};
+    a.fences = fenced ? calloc((size_t)c->n * (size_t)n, sizeof *a.fences) : NULL;
+    a.blocker = calloc((size_t)c->n, sizeof *a.blocker);
+    if ((fenced && !a.fences) || !a.blocker) {
+        finish(out, RL_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int j = 0; j < n; j++) fences[j] = 0;
+    if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
+    int64_t deadline = rl_now_us() + wait_ms * 1000;
+    int subscribed = -1, woken = 0; /* subscribed: index of the name whose release wakes us */
+    for (;;) {
+        out->attempts++;
+        if (rl_token_new(token) != 0) {
+            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
+            break;
+        }
+        int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
+        char nk[16], ttl[32], fttl[32], cnt[16];
+        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        snprintf(cnt, sizeof cnt, "%d", n);
+        int x = cmd_head(&k, RL_SCRIPT_ACQUIRE_MANY, sizeof RL_SCRIPT_ACQUIRE_MANY - 1, nk, sizeof nk, fenced ? 2 * n : n);
+        x = cmd_keys(&k, x, 0);
+        if (fenced) x = cmd_keys(&k, x, 1);
+        const char *tail[4] = {token, ttl, fttl, cnt};
+        for (int j = 0; j < 4; j++) k.argv[x] = tail[j], k.lens[x++] = strlen(tail[j]);
+        for (int i = 0; i < c->n; i++) a.blocker[i] = -1;
+        rl_round r = {.kind = RL_K_ACQUIRE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
+                      .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,
+                      .inspect = acq_inspect, .inspect_ctx = &a};
+        rl_round_run(c, &r);
+        int64_t end_us = r.end_us;
+        int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
+        int stored = 0;
+        char wb_why[512] = "";
+        if (r.yes >= out->quorum && validity > 0 && fenced) {
+            /* The numbers are ours to hand out only once a quorum stores them. */
+            stored = writeback(c, &r, &k, &a, fences, fence_ttl, wb_why, sizeof wb_why);
+            end_us = rl_now_us();
+            validity = validity_us(c, ttl_ms, r.start_us, end_us);
+        }
+        int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
+        if (r.yes >= out->quorum && validity > 0 && !fence_short) {
+            if (fenced) {
+                /* Nodes that answer after the decision run the script too
+                 * and may lag: the same write-back is queued behind it on
+                 * each, without waiting (it only ever raises a counter). So
+                 * counters of nodes that were restarted empty catch up, as
+                 * they do for one lock (rl_fence_late_yes), and a later
+                 * quorum that meets the storing one only in such a node
+                 * still draws larger numbers. */
+                char wnk[16], fttl2[32];
+                int x2 = writeback_cmd(&k, fences, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2);
+                rl_round_send_late(c, &r, x2, k.argv, k.lens);
+            }
+            count_votes(out, &r);
+            out->validity_ms = validity / 1000;
+            out->valid_until_us = end_us + validity;
+            out->status = RL_OK;
+            break;
+        }
+        /* Failed attempt: give back whatever we got, on every node that may hold any of it. */
+        cleanup(c, &r, &k, token);
+        if (fence_short) {
+            count_votes(out, &r);
+            finish(out, RL_NO_QUORUM,
+                   "fencing numbers could be stored on only %d of the %d nodes needed, so they were not handed out "
+                   "and the locks were given back: %s",
+                   stored, out->quorum, wb_why);
+        } else if (r.yes >= out->quorum) {
+            count_votes(out, &r);
+            finish(out, RL_NO_QUORUM,
+                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
+                   (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
+        } else {
+            not_taken(c, &r, out, &a);
+        }
+        int64_t now = rl_now_us();
+        if (now >= deadline) break;
+        /* Wake on the release of a name that was found taken (the first
+         * node's answer says which); another name taken next time moves the
+         * subscription there. */
+        int blocked_on = -1;
+        for (int i = 0; i < c->n && blocked_on < 0; i++)
+            if (votes[i].state == RL_V_NO) blocked_on = a.blocker[i];
+        if (blocked_on >= 0 && blocked_on != subscribed) {
+            if (subscribed >= 0) rl_wait_unsubscribe(c);
+            subscribed = blocked_on;
+            /* A release may have come before the subscription did: try again at once. */
+            if (rl_wait_subscribe(c, k.key[blocked_on], k.keylen[blocked_on]) > 0) continue;
+        }
+        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
+                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
+        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
+        if (d < 0) d = 0;
+        if (now + d > deadline) d = deadline - now;
+        int w = subscribed >= 0 ? subscribed : 0;
+        woken = rl_wait_for_release(c, k.key[w], k.keylen[w], d); /* drops c->mu while it waits */
+        if (woken < 0) {
+            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
+            break;
+        }
+        if (c->n != out->nodes) {
+            finish(out, RL_MISUSE, "the node list changed while waiting for the locks");
+            break;
+        }
+    }
+    if (subscribed >= 0) rl_wait_unsubscribe(c);
+done:
+    if (out->status != RL_OK) {
+        token[0] = '\0';
+        for (int j = 0; j < n; j++) fences[j] = 0;
+    }
+    out->op = c->op;
+    pthread_mutex_unlock(&c->mu);
+    mkeys_free(&k);
+    free(votes);
+    free(a.fences);
+    free(a.blocker);
+    return out->status;
+}
+
+/* What the release script's answers carry, per node. */
+typedef struct rel_seen {
+    int n;
+    char *flags;  /* [node * n + k]: '1' deleted, '0' not ours */
+} rel_seen;
+
+static int rel_inspect(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen) {
+    (void)state;
+    rel_seen *s = ctx;
+    if (rep->len != (size_t)s->n) {
+        snprintf(why, whylen, "unexpected reply: %zu answers for %d names", rep->len, s->n);
+        return -1;
+    }
+    memcpy(s->flags + (size_t)node * (size_t)s->n, rep->str, (size_t)s->n);
+    return 0;
+}
+
+rl_status rl_many_release(rl_client *c, int n, const char *const *res, const size_t *lens, const char *const *toks,
+                          const size_t *toklens, unsigned char *released, rl_outcome *out) {
+    memset(out, 0, sizeof *out);
+    for (int j = 0; j < n; j++) {
+        released[j] = 0;
+        if (!toks[j] || toklens[j] == 0 || toklens[j] > 1024)
+            return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
+    }
+    pthread_mutex_lock(&c->mu);
+    mkeys k;
+    rl_vote *votes = NULL;
+    if (begin(c, n, res, lens, out, &k, &votes) != RL_OK) {
+        out->op = c->op;
+        pthread_mutex_unlock(&c->mu);
+        return out->status;
+    }
+    rel_seen s = {.n = n, .flags = malloc((size_t)c->n * (size_t)n)};
+    if (!s.flags) {
+        finish(out, RL_NOMEM, "out of memory");
+    } else {
+        char nk[16];
+        int x = cmd_head(&k, RL_SCRIPT_RELEASE_MANY, sizeof RL_SCRIPT_RELEASE_MANY - 1, nk, sizeof nk, n);
+        x = cmd_keys(&k, x, 0);
+        /* One token for all when they are the same (as after acquire_many). */
+        int same = 1;
+        for (int j = 1; j < n && same; j++)
+            same = toklens[j] == toklens[0] && memcmp(toks[j], toks[0], toklens[0]) == 0;
+        for (int j = 0; j < (same ? 1 : n); j++) k.argv[x] = toks[j], k.lens[x++] = toklens[j];
+        /* Every node's answer is wanted (each name has its own count), each
+         * bounded by its node's timeout. Only one token can be masked in
+         * error texts: the first (all of them when they are the same). */
+        rl_round r = {.kind = RL_K_RELEASE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
+                      .wait_all = 1, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
+                      .inspect = rel_inspect, .inspect_ctx = &s};
+        rl_round_run(c, &r);
+        count_votes(out, &r);
+        int undecided = 0;
+        for (int j = 0; j < n; j++) {
+            int del = 0, kept = 0;
+            for (int i = 0; i < c->n; i++) {
+                if (votes[i].state != RL_V_YES) continue;
+                if (s.flags[(size_t)i * (size_t)n + (size_t)j] == '1') del++;
+                else kept++;
+            }
+            if (del >= out->quorum) released[j] = 1;
+            else if (kept + r.blocked <= c->n - out->quorum) undecided++;
+        }
+        if (undecided) {
+            snprintf(out->msg, sizeof out->msg,
+                     "%d of %d nodes failed, so for %d of the %d names the %d votes needed could not be had: ", r.fail,
+                     c->n, undecided, n, out->quorum);
+            rl_round_describe_failures(c, &r, out->msg, sizeof out->msg);
+            out->status = RL_NO_QUORUM;
+        } else {
+            out->status = RL_OK;
+        }
+    }
+    free(s.flags);
+    mkeys_free(&k);
+    free(votes);
+    out->op = c->op;
+    pthread_mutex_unlock(&c->mu);
+    return out->status;
+}

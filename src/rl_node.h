@@ -1,0 +1,52 @@
+/* rl_node: one node of a client: opening its connection with the set-up
+ * commands, marking it down with a growing backoff or up again, reading
+ * what INFO and ROLE say about it, and deciding whether its vote may count.
+ * Callers hold the client's mutex.
+ * SPDX-License-Identifier: BSD-3-Clause */
+#ifndef RL_NODE_H
+#define RL_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rl_client.h"
+#include "rl_conn.h"
+#include "rl_text.h"
+
+/* Opens a connection to node: plain, or TLS for a rediss:// node. Returns
+ * it (the handshake still to come), or NULL with the reason in err. */
+rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err);
+
+/* Opens a connection to node and queues its set-up commands (AUTH, SELECT,
+ * INFO, ROLE) tagged with op. Returns 0, or -1 with node marked down. */
+int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us);
+
+/* Marks node down for a growing backoff. With stalled set, its connection
+ * is kept as the stale one (late replies and cleanups still flow); else it
+ * is closed. why becomes last_error. */
+void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
+
+/* Marks node up after a timely reply. */
+void rl_node_mark_up(rl_node *node);
+
+/* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
+void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
+
+/* Why a yes from node must not count (its INFO or ROLE not read on this
+ * connection, replica, duplicate, restart guard), written into why; 0 when
+ * it counts. guard_applies: acquire and extend. */
+int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen);
+
+/* The AUTH command for node into argv (AUTH [user] password; a user name
+ * alone logs in with an empty password, as ACL users marked nopass do).
+ * Returns its argc, or 0 when the node needs no AUTH. */
+int rl_node_auth_argv(const rl_node *node, const char *argv[3]);
+
+/* What a command to node may carry that its reply must not show: the
+ * node's password, and token when not NULL (rl_text_from_server). */
+rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen);
+
+/* "node 2 127.0.0.1:6380" into buf. */
+void rl_node_name(const rl_node *node, char *buf, size_t buflen);
+
+#endif

@@ -1,0 +1,324 @@
+/* unit: table-driven tests of the engine's pure modules, the parts whose
+ * exact bytes no SQL test can see: URL parsing and formatting (rl_endpoint),
+ * the RESP command formatter and reply reader (rl_resp), reply
+ * classification into votes (rl_vote), and the text cleaning and secret
+ * masking of everything shown to users (rl_text). Each table row is one
+ * case; a failing row prints its table, row and what differed.
+ *
+ *   make unit              build/unit/unit (ASan+UBSan with SANITIZE=1)
+ * SPDX-License-Identifier: BSD-3-Clause */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_endpoint.h"
+#include "rl_resp.h"
+#include "rl_text.h"
+#include "rl_vote.h"
+
+static int cases, failures;
+
+__attribute__((format(printf, 3, 4))) static void expect(int ok, const char *table, const char *fmt, ...) {
+    cases++;
+    if (ok) return;
+    failures++;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s: ", table);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static const char *or_null(const char *s) { return s ? s : "(null)"; }
+
+static int same(const char *a, const char *b) { return (!a && !b) || (a && b && strcmp(a, b) == 0); }
+
+/* ---- rl_endpoint: URL parsing -------------------------------------------- */
+
+static const struct url_case {
+    const char *url;
+    int ok;
+    const char *host;
+    int port, db;
+    const char *user, *pass;
+    int tls, timeout_ms;
+    const char *error;  /* for !ok: a piece of the message */
+} url_cases[] = {
+    {"redis://127.0.0.1", 1, "127.0.0.1", 6379, 0, NULL, NULL, 0, 0, NULL},
+    {"redis://h:6380/3", 1, "h", 6380, 3, NULL, NULL, 0, 0, NULL},
+    {"redis://u:p@h", 1, "h", 6379, 0, "u", "p", 0, 0, NULL},
+    {"redis://:secret@h", 1, "h", 6379, 0, NULL, "secret", 0, 0, NULL},
+    {"redis://u%40x:p%3Aw@h", 1, "h", 6379, 0, "u@x", "p:w", 0, 0, NULL},
+    {"redis://a@b@h", 1, "h", 6379, 0, "a@b", NULL, 0, 0, NULL},
+    {"redis://[::1]:7000/1", 1, "::1", 7000, 1, NULL, NULL, 0, 0, NULL},
+    {"rediss://h?tls_verify=0", 1, "h", 6379, 0, NULL, NULL, 1, 0, NULL},
+    {"redis://h?timeout_ms=25", 1, "h", 6379, 0, NULL, NULL, 0, 25, NULL},
+    {"redis://h/", 1, "h", 6379, 0, NULL, NULL, 0, 0, NULL},
+    {"http://h", 0, NULL, 0, 0, NULL, NULL, 0, 0, "must start with redis://"},
+    {"redis://", 0, NULL, 0, 0, NULL, NULL, 0, 0, "empty host"},
+    {"redis://h:0", 0, NULL, 0, 0, NULL, NULL, 0, 0, "port must be a number from 1 to 65535"},
+    {"redis://h:65536", 0, NULL, 0, 0, NULL, NULL, 0, 0, "port"},
+    {"redis://h:", 0, NULL, 0, 0, NULL, NULL, 0, 0, "port"},
+    {"redis://h/x", 0, NULL, 0, 0, NULL, NULL, 0, 0, "database number"},
+    {"redis://h/1000001", 0, NULL, 0, 0, NULL, NULL, 0, 0, "database number"},
+    {"redis://[::1", 0, NULL, 0, 0, NULL, NULL, 0, 0, "no closing ']'"},
+    {"redis://[::1]x", 0, NULL, 0, 0, NULL, NULL, 0, 0, "after ']'"},
+    {"redis://h h", 0, NULL, 0, 0, NULL, NULL, 0, 0, "not allowed in a host name"},
+    {"redis://u%4:p@h", 0, NULL, 0, 0, NULL, NULL, 0, 0, "bad percent-escape"},
+    {"redis://u%00:p@h", 0, NULL, 0, 0, NULL, NULL, 0, 0, "bad percent-escape"},
+    {"redis://h?timeout_ms=0", 0, NULL, 0, 0, NULL, NULL, 0, 0, "timeout_ms must be a number from 1 to 600000"},
+    {"redis://h?timeout_ms=600001", 0, NULL, 0, 0, NULL, NULL, 0, 0, "timeout_ms"},
+    {"redis://h?timeout_ms=1&timeout_ms=2", 0, NULL, 0, 0, NULL, NULL, 0, 0, "given twice"},
+    {"redis://h?nope=1", 0, NULL, 0, 0, NULL, NULL, 0, 0, "unknown option"},
+    {"redis://h?timeout_ms", 0, NULL, 0, 0, NULL, NULL, 0, 0, "name=value"},
+    {"redis://h?tls_verify=1", 0, NULL, 0, 0, NULL, NULL, 0, 0, "needs rediss://"},
+    {"rediss://h?tls_ca_file=", 0, NULL, 0, 0, NULL, NULL, 0, 0, "file path of 1 to 1024 bytes"},
+};
+
+static void test_url_parse(void) {
+    for (size_t i = 0; i < sizeof url_cases / sizeof url_cases[0]; i++) {
+        const struct url_case *t = &url_cases[i];
+        rl_endpoint ep;
+        rl_error err = {0};
+        int rc = rl_endpoint_parse_url(t->url, strlen(t->url), &ep, &err);
+        if (!t->ok) {
+            expect(rc == -1 && err.kind == RL_ERR_INVALID && strstr(err.msg, t->error), "url_parse",
+                   "'%s': rc %d kind %d message '%s', want an error with '%s'", t->url, rc, (int)err.kind, err.msg,
+                   t->error);
+            /* cleared on failure: nothing left to free, nothing half set */
+            expect(!ep.host && !ep.username && !ep.password && !ep.tls_opts.ca_file, "url_parse",
+                   "'%s': output not cleared after the failure", t->url);
+            continue;
+        }
+        expect(rc == 0 && same(ep.host, t->host) && ep.port == t->port && ep.db == t->db && same(ep.username, t->user) &&
+                   same(ep.password, t->pass) && ep.tls == t->tls && ep.timeout_ms == t->timeout_ms,
+               "url_parse", "'%s': rc %d (%s) host %s port %d db %d user %s pass %s tls %d timeout %d", t->url, rc,
+               err.msg, or_null(ep.host), ep.port, ep.db, or_null(ep.username), or_null(ep.password), ep.tls,
+               ep.timeout_ms);
+        if (rc == 0) {
+            /* what redlock_nodes.url shows parses back to the same node, password masked */
+            char shown[RL_URL_MAX];
+            rl_endpoint again;
+            rl_endpoint_format_url(&ep, shown, sizeof shown);
+            int rc2 = rl_endpoint_parse_url(shown, strlen(shown), &again, &err);
+            expect(rc2 == 0 && same(again.host, ep.host) && again.port == ep.port && again.db == ep.db &&
+                       same(again.username, ep.username) && (!ep.password || same(again.password, RL_TEXT_MASK)),
+                   "url_format", "'%s' shown as '%s' (%s)", t->url, shown, rc2 ? err.msg : "parses differently");
+            if (rc2 == 0) rl_endpoint_clear(&again);
+        }
+        rl_endpoint_clear(&ep);
+    }
+    /* the length limit and a NUL inside */
+    char longurl[RL_URL_MAX + 16];
+    memset(longurl, 'a', sizeof longurl);
+    memcpy(longurl, "redis://", 8);
+    rl_endpoint ep;
+    rl_error err = {0};
+    expect(rl_endpoint_parse_url(longurl, sizeof longurl, &ep, &err) == -1 && strstr(err.msg, "at most 2048 bytes"),
+           "url_parse", "a %zu-byte URL: '%s'", sizeof longurl, err.msg);
+    expect(rl_endpoint_parse_url("redis://h\0x", 11, &ep, &err) == -1 && strstr(err.msg, "NUL"), "url_parse",
+           "a URL with a NUL: '%s'", err.msg);
+}
+
+/* ---- rl_resp: command formatting and reply reading ------------------------ */
+
+static void test_resp_format(void) {
+    static const struct {
+        int argc;
+        const char *argv[4];
+        size_t lens[4];
+        const char *want;
+        size_t wantlen;
+    } t[] = {
+        {1, {"PING"}, {4}, "*1\r\n$4\r\nPING\r\n", 14},
+        {3, {"SET", "k", "v"}, {3, 1, 1}, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", 27},
+        {2, {"GET", ""}, {3, 0}, "*2\r\n$3\r\nGET\r\n$0\r\n\r\n", 19},
+        {2, {"GET", "a\0\r\nb"}, {3, 5}, "*2\r\n$3\r\nGET\r\n$5\r\na\0\r\nb\r\n", 24},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        rl_buf b = {0};
+        int rc = rl_buf_append_command(&b, t[i].argc, t[i].argv, t[i].lens);
+        expect(rc == 0 && b.len == t[i].wantlen && memcmp(b.data, t[i].want, b.len) == 0, "resp_format",
+               "row %zu: %zu bytes, want %zu", i, b.len, t[i].wantlen);
+        rl_buf_consume(&b, b.len);
+        expect(b.off == b.len, "resp_format", "row %zu: consume left %zu unsent", i, b.len - b.off);
+        rl_buf_free(&b);
+    }
+}
+
+static void test_resp_read(void) {
+    static const struct {
+        const char *bytes;
+        int ok;      /* 1 a reply, 0 incomplete, -1 protocol error */
+        int type;
+        long long integer;
+        const char *str;
+        size_t elements;
+    } t[] = {
+        {"+OK\r\n", 1, REDIS_REPLY_STATUS, 0, "OK", 0},
+        {"-ERR bad\r\n", 1, REDIS_REPLY_ERROR, 0, "ERR bad", 0},
+        {":42\r\n", 1, REDIS_REPLY_INTEGER, 42, NULL, 0},
+        {":-7\r\n", 1, REDIS_REPLY_INTEGER, -7, NULL, 0},
+        {"$3\r\nabc\r\n", 1, REDIS_REPLY_STRING, 0, "abc", 0},
+        {"$-1\r\n", 1, REDIS_REPLY_NIL, 0, NULL, 0},
+        {"*2\r\n$1\r\na\r\n:1\r\n", 1, REDIS_REPLY_ARRAY, 0, NULL, 2},
+        {"*0\r\n", 1, REDIS_REPLY_ARRAY, 0, NULL, 0},
+        {"$3\r\nab", 0, 0, 0, NULL, 0},
+        {"*2\r\n:1\r\n", 0, 0, 0, NULL, 0},
+        {"?what\r\n", -1, 0, 0, NULL, 0},
+        {"*2000000000\r\n", -1, 0, 0, NULL, 0}, /* more elements than RL_REPLY_MAX_ELEMENTS */
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        redisReader *r = rl_reader_new();
+        if (!r) {
+            expect(0, "resp_read", "no reader");
+            return;
+        }
+        void *out = NULL;
+        int fed = redisReaderFeed(r, t[i].bytes, strlen(t[i].bytes));
+        int rc = fed == REDIS_OK ? redisReaderGetReply(r, &out) : REDIS_ERR;
+        int got = rc != REDIS_OK ? -1 : out ? 1 : 0;
+        const rl_reply *rep = out;
+        int ok = got == t[i].ok;
+        if (ok && got == 1)
+            ok = rep->type == t[i].type && rep->integer == t[i].integer && same(rep->str, t[i].str) &&
+                 rep->elements == t[i].elements && (!rep->str || rep->len == strlen(rep->str));
+        expect(ok, "resp_read", "row %zu: got %d (type %d), want %d (type %d)", i, got, rep ? rep->type : -1, t[i].ok,
+               t[i].type);
+        if (i + 1 == sizeof t / sizeof t[0])
+            expect(rl_reader_too_big(r), "resp_read", "a huge array is not reported as too big");
+        rl_reply_free(out);
+        rl_reader_free(r);
+    }
+}
+
+/* ---- rl_vote: what a reply means ------------------------------------------ */
+
+static void test_vote_classify(void) {
+    static const struct {
+        int kind;
+        int type;
+        long long integer;
+        const char *str;
+        int want;
+        long long value;
+    } t[] = {
+        {RL_K_ACQUIRE, REDIS_REPLY_STATUS, 0, "OK", RL_V_YES, 0},
+        {RL_K_ACQUIRE, REDIS_REPLY_NIL, 0, NULL, RL_V_NO, 0},
+        {RL_K_ACQUIRE, REDIS_REPLY_STATUS, 0, "QUEUED", RL_V_FAIL, 0},
+        {RL_K_ACQUIRE, REDIS_REPLY_STRING, 0, "OK", RL_V_FAIL, 0},    /* a bulk "OK" is not SET's answer */
+        {RL_K_ACQUIRE, REDIS_REPLY_INTEGER, 1, NULL, RL_V_FAIL, 0},
+        {RL_K_ACQUIRE, REDIS_REPLY_ERROR, 0, "OOM command not allowed", RL_V_FAIL, 0},
+        {RL_K_ACQUIRE_FENCED, REDIS_REPLY_INTEGER, 17, NULL, RL_V_YES, 17},
+        {RL_K_ACQUIRE_FENCED, REDIS_REPLY_INTEGER, 0, NULL, RL_V_FAIL, 0},  /* a counter never gives 0 */
+        {RL_K_ACQUIRE_FENCED, REDIS_REPLY_INTEGER, -3, NULL, RL_V_FAIL, 0},
+        {RL_K_ACQUIRE_FENCED, REDIS_REPLY_NIL, 0, NULL, RL_V_NO, 0},
+        {RL_K_RELEASE, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
+        {RL_K_RELEASE, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},
+        {RL_K_RELEASE, REDIS_REPLY_INTEGER, 2, NULL, RL_V_FAIL, 0},
+        {RL_K_RELEASE, REDIS_REPLY_NIL, 0, NULL, RL_V_FAIL, 0},
+        {RL_K_EXTEND, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
+        {RL_K_EXTEND, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},
+        {RL_K_EXTEND, REDIS_REPLY_STATUS, 0, "OK", RL_V_FAIL, 0},
+        {RL_K_CLEANUP, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
+        {RL_K_WRITEBACK, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
+        {RL_K_WRITEBACK, REDIS_REPLY_INTEGER, 0, NULL, RL_V_FAIL, 0},
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, 2500, NULL, RL_V_YES, 2500},     /* ms left */
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, -1, NULL, RL_V_FAIL, 0},         /* ours, but no expiry */
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, -2, NULL, RL_V_FAIL, 0},
+        {RL_K_AUTH, REDIS_REPLY_STATUS, 0, "OK", RL_V_FAIL, 0},          /* not a lock command */
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        rl_reply r = {.type = t[i].type, .integer = t[i].integer, .str = (char *)t[i].str,
+                      .len = t[i].str ? strlen(t[i].str) : 0};
+        long long value = -1;
+        char why[RL_ERR_REASON_MAX];
+        int st = rl_vote_classify(t[i].kind, &r, NULL, &value, why, sizeof why);
+        expect(st == t[i].want && value == t[i].value && (st == RL_V_YES) == (why[0] == '\0'), "vote_classify",
+               "row %zu (kind %d): state %d value %lld why '%s', want state %d value %lld", i, t[i].kind, st, value, why,
+               t[i].want, t[i].value);
+    }
+    long long value;
+    char why[RL_ERR_REASON_MAX];
+    expect(rl_vote_classify(RL_K_ACQUIRE, NULL, NULL, &value, why, sizeof why) == RL_V_FAIL, "vote_classify",
+           "no reply is not a failure");
+    /* an error reply that echoes the token: masked, whole or cut */
+    const char *token = "0123456789abcdef0123456789abcdef";
+    rl_secrets sec = {.s = {token}, .len = {32}, .n = 1};
+    rl_reply err = {.type = REDIS_REPLY_ERROR, .str = "ERR bad args 'SET' 'k' '0123456789abcdef0123'", .len = 0};
+    err.len = strlen(err.str);
+    rl_vote_classify(RL_K_ACQUIRE, &err, &sec, &value, why, sizeof why);
+    expect(!strstr(why, "0123456789") && strstr(why, RL_TEXT_MASK), "vote_classify", "token not masked: '%s'", why);
+}
+
+/* ---- rl_text: cleaning and masking ---------------------------------------- */
+
+static void test_text_clean(void) {
+    static const struct {
+        const char *in;
+        size_t inlen, dstlen;
+        const char *want;
+    } t[] = {
+        {"plain", 5, 64, "plain"},
+        {"a\nb\tc\x7f", 6, 64, "a b c "},              /* control bytes become spaces */
+        {"a\0b", 3, 64, "a b"},                         /* so does NUL */
+        {"caf\xc3\xa9", 5, 64, "caf\xc3\xa9"},          /* valid UTF-8 stays */
+        {"caf\xc3\xa9", 5, 5, "caf"},                   /* never cut inside a character */
+        {"caf\xc3", 4, 64, "caf"},                      /* a character the input cut short is dropped */
+        {"\xff\xfe", 2, 64, "??"},                      /* invalid bytes */
+        {"\xc0\xaf", 2, 64, "??"},                      /* overlong */
+        {"\xed\xa0\x80", 3, 64, "???"},                 /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, 64, "????"},            /* beyond U+10FFFF */
+        {"\xc2\x85x", 3, 64, "?x"},                     /* a C1 control character */
+        {"\xf0\x9f\x94\x92!", 5, 64, "\xf0\x9f\x94\x92!"},
+        {"abcdef", 6, 4, "abc"},
+        {"abc", 3, 1, ""},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char out[64];
+        size_t n = rl_text_clean(out, t[i].dstlen, t[i].in, t[i].inlen);
+        expect(strcmp(out, t[i].want) == 0 && n == strlen(t[i].want), "text_clean", "row %zu: '%s' (%zu bytes), want '%s'",
+               i, out, n, t[i].want);
+    }
+    char buf[72];
+    expect(strcmp(rl_text_excerpt(buf, sizeof buf, "abcdefgh", 8, 4), "abcd...") == 0, "text_excerpt", "'%s'", buf);
+    expect(strcmp(rl_text_excerpt(buf, sizeof buf, "abc", 3, 4), "abc") == 0, "text_excerpt", "'%s'", buf);
+}
+
+static void test_text_from_server(void) {
+    static const struct {
+        const char *in;
+        int withhold;
+        const char *want;
+    } t[] = {
+        {"WRONGPASS invalid username-password pair", 0, "WRONGPASS invalid username-password pair"},
+        {"ERR args 'AUTH' 'S3cretPassw0rd'", 0, "ERR args 'AUTH' '********'"},
+        {"ERR args 'AUTH' 'S3cretP'", 0, "ERR args 'AUTH' '********'"},      /* cut by the server */
+        {"ERR tail S3cr", 0, "ERR tail ********"},                            /* cut at the end */
+        {"ERR 'S3' and more", 0, "ERR '********' and more"},                  /* a cut start between quotes */
+        {"ERR Passw0rd inside", 0, "ERR ******** inside"},                    /* a 6+ byte piece, not the start */
+        {"NOAUTH 'S3cretPassw0rd' needed", 1, "NOAUTH (the rest is not shown: it may repeat a token or password)"},
+        {"weird S3cretPassw0rd", 1, "(the rest is not shown: it may repeat a token or password)"},
+    };
+    const char *pw = "S3cretPassw0rd";
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        rl_secrets sec = {.s = {pw}, .len = {strlen(pw)}, .n = 1, .withhold = t[i].withhold};
+        char out[RL_ERR_REASON_MAX];
+        rl_text_from_server(out, sizeof out, t[i].in, strlen(t[i].in), &sec);
+        expect(strcmp(out, t[i].want) == 0, "text_from_server", "row %zu: '%s', want '%s'", i, out, t[i].want);
+    }
+}
+
+int main(void) {
+    test_url_parse();
+    test_resp_format();
+    test_resp_read();
+    test_vote_classify();
+    test_text_clean();
+    test_text_from_server();
+    printf("unit: %d cases, %d failed\n", cases, failures);
+    return failures ? 1 : 0;
+}
