@@ -160,14 +160,18 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    int stored = 0;
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
+    if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0, stored = 0;
+    int lagging = 0;
     for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        if (r->votes[i].value >= fence) stored++;
-        else if (only) only[i] = 1, lagging++;
+        if (r->votes[i].state != RL_V_YES || r->votes[i].value >= fence) continue;
+        if (only) only[i] = 1;
+        lagging++;
     }
     if (lagging && votes && only) {
         rl_fence_cmd w;
