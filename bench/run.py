@@ -696,9 +696,9 @@ def main():
         tgt = verdict(r, 0.95)
         targets.append(("%s hung, ours/bare on the live nodes" % label, tgt))
         of_healthy = ratio(h["ours"], healthy.get((1, n), {}).get("ours")) if healthy else None
-        L.append(row("ours, %s nodes hung" % label, n, h["ours"], rtxt(r, "ours/bare-live"), tgt))
-        L.append(row("bare hiredis on the %d live nodes only" % (n - (1 if n == 3 else 2)), n, h["bare"],
-                     rtxt(of_healthy, "ours of healthy")))
+        L.append(row("ours, %s nodes hung" % label, n, h["ours"], rtxt(r, "ours/bare-live"),
+                     tgt + ("" if of_healthy is None else " (%.3f of ours healthy)" % of_healthy)))
+        L.append(row("bare hiredis on the %d live nodes only" % (n - (1 if n == 3 else 2)), n, h["bare"]))
     if ho is not None:
         L.append("Hand-off under contention: 4 processes on one lock, 3 nodes; release call -> next holder's acquire "
                  "return")
