@@ -258,14 +258,20 @@ def med(runs, key):
 def summary(runs):
     """Medians over the repetitions; an error if any repetition failed."""
     errs = [r["error"] for r in runs if "error" in r]
-    if errs:
+    if len(errs) == len(runs):
         return {"error": errs[0]}
+    if errs:
+        # A run can fail on a machine so loaded that a node misses its
+        # timeout; the row keeps the other runs' medians and says so.
+        runs = [r for r in runs if "error" not in r]
     out = {k: med(runs, k) for k in ("rate", "p50_us", "p99_us", "cpu_us", "srv_us", "cycles")}
     rates = [r["rate"] for r in runs if "rate" in r]
     if rates:
         out["rate_min"], out["rate_max"], out["reps"] = min(rates), max(rates), len(rates)
     if runs and "version" in runs[0]:
         out["version"] = runs[0]["version"].lstrip("v")
+    if errs:
+        out["failed"] = "%d of %d runs failed: %s" % (len(errs), len(errs) + len(runs), errs[0][:110])
     return out
 
 
@@ -562,6 +568,8 @@ def row(label, nodes, s, ratio="", target=""):
     if "error" in s:
         return "  %-38s %5s  failed: %s" % (label, nodes, s["error"])
     spread = "%.0f-%.0f" % (s["rate_min"], s["rate_max"]) if "rate_min" in s else "-"
+    if "failed" in s:
+        target = (target + " " if target else "") + "(" + s["failed"] + ")"
     return HEAD_FMT % (
         label, nodes, fmt(s["rate"], "%9.0f"), spread, fmt(s["p50_us"], "%6.0f"), fmt(s["p99_us"], "%6.0f"),
         fmt(s["cpu_us"], "%7.1f"), fmt(s.get("srv_us"), "%7.1f"), ratio, target)
