@@ -206,11 +206,11 @@ class Bench:
                 pass
         return r
 
-    def ours(self, nodes, fencing, tls=False, live=None):
+    def ours(self, nodes, fencing, tls=False, live=None, shared=False):
         urls = ",".join(n.tls_url if tls else n.url for n in nodes)
         return self.with_server_cpu(live or nodes, 300, lambda: run_json(
-            [os.path.join(self.build, "driver"), "cycles", EXT, urls, str(fencing), prefix("sql"), str(self.a.seconds)],
-            timeout=self.a.seconds * 6 + 30))
+            [os.path.join(self.build, "driver"), "cycles", EXT, urls, str(fencing), prefix("sql"), str(self.a.seconds)]
+            + (["shared"] if shared else []), timeout=self.a.seconds * 6 + 30))
 
     def bare(self, nodes, fencing, quorum=False):
         cmd = [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing), prefix("bare"),
@@ -299,6 +299,31 @@ def cycles_healthy(b, nodes, reps, counts=(1, 3, 5)):
             res[fencing, n] = {k: summary(v) for k, v in runs.items() if v}
             print("bench: healthy, fencing %s, %d node(s): done" % ("on" if fencing else "off", n), flush=True)
     return res
+
+
+def cycles_shared(b, nodes, reps):
+    """redlock_acquire_shared + release cycles beside exclusive ones (fencing
+    on for the exclusive ones, as by default), alternating:
+    {n: {"exclusive":..., "shared":...}}."""
+    res = {}
+    for n in (1, 3, 5):
+        runs = {"exclusive": [], "shared": []}
+        for _ in range(reps):
+            runs["exclusive"].append(b.ours(nodes[:n], 1))
+            runs["shared"].append(b.ours(nodes[:n], 1, shared=True))
+        res[n] = {k: summary(v) for k, v in runs.items()}
+        print("bench: shared and exclusive, %d node(s): done" % n, flush=True)
+    return res
+
+
+def shared_lines(sh):
+    L = ["Shared locks: redlock_acquire_shared + release (EVAL add-holder, EVAL release) beside "
+         "redlock_acquire + release (fencing on); ratio = shared / exclusive, runs alternating"]
+    for n in (1, 3, 5):
+        s = sh[n]
+        L.append(row("ours, exclusive", n, s["exclusive"]))
+        L.append(row("ours, shared", n, s["shared"], rtxt(ratio(s["shared"], s["exclusive"]), "shared/excl")))
+    return L
 
 
 def cycles_hung(b, nodes, reps):
@@ -601,13 +626,13 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
-    ap.add_argument("--only", default="healthy,tls,hung,handoff,memory,many",
-                    help="comma-separated parts to run: healthy, tls, hung, handoff, memory, many (default: all; "
-                         "many alone runs the acquire_many rows on 3 nodes)")
+    ap.add_argument("--only", default="healthy,shared,tls,hung,handoff,memory,many",
+                    help="comma-separated parts to run: healthy, shared, tls, hung, handoff, memory, many (default: "
+                         "all; many alone runs the acquire_many rows on 3 nodes)")
     ap.add_argument("--nodes", default="1,3,5", help="node counts of the healthy rows (default 1,3,5)")
     a = ap.parse_args()
     parts = set(x.strip() for x in a.only.split(",") if x.strip())
-    bad = parts - {"healthy", "tls", "hung", "handoff", "memory", "many"}
+    bad = parts - {"healthy", "shared", "tls", "hung", "handoff", "memory", "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
     if parts == {"many"}:
@@ -629,8 +654,15 @@ def main():
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
     certs = make_certs()
     nodes = [Node(i, certs) for i in range(5)]
+    if parts == {"shared"}:
+        sh = cycles_shared(b, nodes, a.reps)
+        cleanup()
+        print("\n".join(["redlock bench: %s" % head, "medians of %d runs of %.1f s" % (a.reps, a.seconds)] +
+                        shared_lines(sh)))
+        return 0
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps, counts) if "healthy" in parts else {}
+    sh = cycles_shared(b, nodes, a.reps) if "shared" in parts else None
     tls = (cycles_tls(b, nodes, a.reps) if certs else None) if "tls" in parts else {}
     hung = cycles_hung(b, nodes, a.reps) if "hung" in parts else {}
     ho = handoff(b, nodes[:3], a.handoff_seconds) if "handoff" in parts else None
@@ -700,6 +732,8 @@ def main():
         targets.append(("TLS %d nodes, ours TLS/plain" % n, tgt))
         L.append(row("ours, plain TCP", n, t["plain"]))
         L.append(row("ours, TLS", n, t["tls"], rtxt(r, "TLS/plain"), tgt))
+    if sh is not None:
+        L += shared_lines(sh)
     if hung:
         L.append("Hung minority (kill -STOP), fencing on; ratio = ours hung / bare client on the live nodes "
                  "(the limit for any client), ours hung / ours healthy beside it")

@@ -57,7 +57,8 @@ static void extend_one(rl_session *s, int i) {
     }
     char token[RL_TOKEN_LEN + 1];
     size_t reslen = h->reslen;
-    int64_t ttl = h->ttl_ms;
+    int64_t ttl = h->ttl_ms, max_holders = h->max_holders;
+    int kind = h->kind;
     char *res = malloc(reslen + 1);
     if (!res) {
         h->next_extend_us = now + 10000; /* try again soon */
@@ -72,7 +73,7 @@ static void extend_one(rl_session *s, int i) {
     pthread_mutex_unlock(&s->mu);
 
     rl_outcome o;
-    rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
 
     pthread_mutex_lock(&s->mu);
     i = find_held(s, res, reslen, token);
