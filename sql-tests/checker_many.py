@@ -68,7 +68,7 @@ class Worker:
         self.stores = {n: fence_store.Store(self.paths[n]["fence_db"]) for n in spec["pool"]}
         self.out = {"name": self.me, "acquisitions": 0, "sets": 0, "completed": {}, "overlaps": 0, "nulls": 0,
                     "errors": 0, "error_samples": [], "release_short": 0, "paused": 0, "abandoned": 0, "late_writes": 0, "loss_seen": 0,
-                    "loss_unseen": 0, "zero_validity": 0, "holds": []}
+                    "loss_unseen": 0, "zero_validity": 0, "holds": [], "incidents": []}
         os.environ["REDLOCK_NODES"] = spec["nodes"]
         con = sqlite3.connect(":memory:", isolation_level=None)
         con.enable_load_extension(True)
@@ -77,6 +77,11 @@ class Worker:
         for k, v in spec.get("config", {}).items():
             con.execute("SELECT redlock_config(?, ?)", (k, v))
         self.con = con
+
+    def incident(self, text):
+        """What a violation found in the worker was, for the checker's report."""
+        if len(self.out["incidents"]) < 20:
+            self.out["incidents"].append("%s t=%.6f %s" % (self.me, time.monotonic(), text))
 
     def sample(self, text):
         if len(self.out["error_samples"]) < 4:
@@ -98,7 +103,10 @@ class Worker:
                     os.unlink(path)          # left by a holder whose lease has ended
                 except FileNotFoundError:
                     pass
+        owner, end = self.read_marker(name)
         self.out["overlaps"] += 1
+        self.incident("marker of %s held by %s (lease to %.6f) when %s took the name (lease to %.6f)"
+                      % (name, owner, end, hid, lease_end))
         return False
 
     def read_marker(self, name):
@@ -154,6 +162,7 @@ class Worker:
             else:
                 self.out["loss_unseen"] += 1
                 self.sample("paused past the TTL, yet validity %d" % v)
+                self.incident("paused past the TTL holding %s, yet validity %d" % (names, v))
             lost = True
         if not lost:
             target = t1 + self.hold_ms(left) / 1000.0
@@ -186,6 +195,8 @@ class Worker:
                     os.unlink(self.paths[n]["marker"])
                 elif not lost and time.monotonic() < h["lease_end"]:
                     self.out["overlaps"] += 1    # taken from us within our lease
+                    self.incident("marker of %s taken from %s by %s within its lease (start %.6f, lease to %.6f)"
+                                  % (n, h["id"], owner, h["start"], h["lease_end"]))
         t_rel = time.monotonic()
         for n in names:
             h = holds[n]
@@ -250,13 +261,30 @@ class Result:
         self.lost_updates = self.interval_overlaps = self.fence_disorder = 0
         self.fences_checked = self.stale_accepted = self.stale_rejected = 0
         self.per_name = {}
+        self.details = [i for r in reports for i in r.get("incidents", [])]
+
+        def show(x):
+            return "%s[%s..%s fence=%s yes=%s]" % (x["id"], "%.6f" % x["start"], "%.6f" % x["end"], x["fence"], x["yes"])
         for name, final in counters.items():
             mine = [h for h in holds if h["res"] == name]
             completed = sum(r["completed"].get(name, 0) for r in reports)
             lost = completed - final
-            pairs = len(checker._interval_overlaps(mine))
+            pair_list = checker._interval_overlaps(mine)
+            pairs = len(pair_list)
             disorder, checked = checker._fence_disorder(mine)
             stale = checker._stale_accepted(logs[name], mine)
+            for a, b in pair_list[:10]:
+                self.details.append("interval overlap on %s: %s still held when %s started" % (name, show(a), show(b)))
+            if lost:
+                self.details.append("lost updates on %s: %d writes completed, counter %d" % (name, completed, final))
+            if disorder:
+                top = 0
+                for x in sorted((x for x in mine if x["fence"] > 0), key=lambda x: x["start"]):
+                    if x["fence"] <= top:
+                        self.details.append("fence disorder on %s: %s after a hold with fence %d" % (name, show(x), top))
+                    top = max(top, x["fence"])
+            if stale:
+                self.details.append("stale writes accepted on %s: %d" % (name, stale))
             self.lost_updates += lost
             self.interval_overlaps += pairs
             self.fence_disorder += disorder
@@ -276,7 +304,8 @@ class Result:
                    self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
                    self.stale_accepted, self.loss_unseen, self.fences_checked, self.stale_rejected, self.paused,
                    self.loss_seen, self.nulls, self.errors, self.release_short, self.zero_validity,
-                   self.abandoned, self.late_writes, self.per_name))
+                   self.abandoned, self.late_writes, self.per_name)
+                + "".join("\n  violation: " + d for d in self.details))
 
 
 def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, faults=None, pool=POOL,
