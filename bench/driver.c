@@ -104,10 +104,14 @@ static void fn_lap(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 /* Runs the cycle statement for n rows; returns its wall time in ns. */
-static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n) {
-    static const char sql[] =
+static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, int shared) {
+    static const char excl_sql[] =
         "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
         "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire(?2||i, 10000)))) FROM s";
+    static const char shared_sql[] =
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
+        "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire_shared(?2||i, 10000)))) FROM s";
+    const char *sql = shared ? shared_sql : excl_sql;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) fail(db, "prepare cycles");
     sqlite3_bind_int64(st, 1, n);
@@ -127,7 +131,8 @@ static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n) {
 }
 
 static int cmd_cycles(int argc, char **argv) {
-    if (argc != 7) return 2;
+    if (argc != 7 && argc != 8) return 2;
+    int shared = argc == 8 && strcmp(argv[7], "shared") == 0; /* redlock_acquire_shared cycles */
     const char *ext = argv[2], *nodes = argv[3], *prefix = argv[5];
     int fencing = atoi(argv[4]);
     double seconds = atof(argv[6]);
@@ -141,12 +146,12 @@ static int cmd_cycles(int argc, char **argv) {
     char wprefix[200];
     snprintf(wprefix, sizeof wprefix, "%sw", prefix);
     const int64_t warm = 300;
-    int64_t wt = run_cycles(db, &l, wprefix, warm);
+    int64_t wt = run_cycles(db, &l, wprefix, warm, shared);
     int64_t n = (int64_t)(seconds * 1e9 * (double)warm / (double)wt);
     if (n < 500) n = 500;
     if (n > 2000000) n = 2000000;
     double cpu0 = cpu_us();
-    int64_t t = run_cycles(db, &l, prefix, n);
+    int64_t t = run_cycles(db, &l, prefix, n, shared);
     double cpu = cpu_us() - cpu0;
     const char *dump = getenv("BENCH_LAPS_FILE"); /* every lap in order, in ns, for a closer look */
     FILE *df = dump ? fopen(dump, "w") : NULL;

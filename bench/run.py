@@ -178,10 +178,10 @@ class Bench:
         self.node_ok = None
         self.node_note = ""
 
-    def ours(self, nodes, fencing, tls=False):
+    def ours(self, nodes, fencing, tls=False, shared=False):
         urls = ",".join(n.tls_url if tls else n.url for n in nodes)
         return run_json([os.path.join(self.build, "driver"), "cycles", EXT, urls, str(fencing), prefix("sql"),
-                         str(self.a.seconds)], timeout=self.a.seconds * 6 + 30)
+                         str(self.a.seconds)] + (["shared"] if shared else []), timeout=self.a.seconds * 6 + 30)
 
     def bare(self, nodes, fencing, quorum=False):
         cmd = [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing), prefix("bare"),
@@ -257,6 +257,31 @@ def cycles_healthy(b, nodes, reps):
             res[fencing, n] = {k: summary(v) for k, v in runs.items() if v}
             print("bench: healthy, fencing %s, %d node(s): done" % ("on" if fencing else "off", n), flush=True)
     return res
+
+
+def cycles_shared(b, nodes, reps):
+    """redlock_acquire_shared + release cycles beside exclusive ones (fencing
+    on for the exclusive ones, as by default), alternating:
+    {n: {"exclusive":..., "shared":...}}."""
+    res = {}
+    for n in (1, 3, 5):
+        runs = {"exclusive": [], "shared": []}
+        for _ in range(reps):
+            runs["exclusive"].append(b.ours(nodes[:n], 1))
+            runs["shared"].append(b.ours(nodes[:n], 1, shared=True))
+        res[n] = {k: summary(v) for k, v in runs.items()}
+        print("bench: shared and exclusive, %d node(s): done" % n, flush=True)
+    return res
+
+
+def shared_lines(sh):
+    L = ["Shared locks: redlock_acquire_shared + release (EVAL add-holder, EVAL release) beside "
+         "redlock_acquire + release (fencing on); ratio = shared / exclusive, runs alternating"]
+    for n in (1, 3, 5):
+        s = sh[n]
+        L.append(row("ours, exclusive", n, s["exclusive"]))
+        L.append(row("ours, shared", n, s["shared"], rtxt(ratio(s["shared"], s["exclusive"]), "shared/excl")))
+    return L
 
 
 def cycles_hung(b, nodes, reps):
@@ -548,7 +573,8 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
-    ap.add_argument("--only", choices=["many"], help="run only this section (many: the acquire_many rows)")
+    ap.add_argument("--only", choices=["many", "shared"],
+                    help="run only this section (many: the acquire_many rows; shared: the shared-lock rows)")
     a = ap.parse_args()
     if a.only == "many":
         return main_many(a)
@@ -563,8 +589,15 @@ def main():
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
     certs = make_certs()
     nodes = [Node(i, certs) for i in range(5)]
+    if a.only == "shared":
+        sh = cycles_shared(b, nodes, a.reps)
+        cleanup()
+        print("\n".join(["redlock bench: %s" % head, "medians of %d runs of %.1f s" % (a.reps, a.seconds)] +
+                        shared_lines(sh)))
+        return 0
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps)
+    sh = cycles_shared(b, nodes, a.reps)
     tls = cycles_tls(b, nodes, a.reps) if certs else None
     hung = cycles_hung(b, nodes, a.reps)
     ho = handoff(b, nodes[:3], a.handoff_seconds)
@@ -617,6 +650,7 @@ def main():
         targets.append(("TLS %d nodes, ours TLS/plain" % n, tgt))
         L.append(row("ours, plain TCP", n, t["plain"]))
         L.append(row("ours, TLS", n, t["tls"], rtxt(r, "TLS/plain"), tgt))
+    L += shared_lines(sh)
     L.append("Hung minority (kill -STOP), fencing on; ratio = ours hung / ours healthy (same nodes)")
     for n, label in ((3, "1 of 3"), (5, "2 of 5")):
         h = hung[n]

@@ -1,5 +1,5 @@
 /* redlock_functions: the SQL functions redlock_acquire, redlock_lock,
- * redlock_release, redlock_release_all, redlock_extend, redlock_validity,
+ * redlock_acquire_shared, redlock_release, redlock_release_all, redlock_extend, redlock_validity,
  * redlock_fence, redlock_config and redlock_version. Each checks its
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
  * or an error that starts with "redlock: ".
@@ -162,6 +162,33 @@ static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (redlock_guard_allows(ctx, REDLOCK_G_LOCK, argc, argv)) acquire_common(ctx, argc, argv, 1);
 }
 
+/* redlock_acquire_shared(resource, ttl_ms [, wait_ms [, max_holders]]):
+ * the token of a shared hold, NULL when held exclusively, full, or an
+ * exclusive acquirer waits. */
+static void fn_acquire_shared(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_SHARED, argc, argv)) return;
+    size_t reslen;
+    int64_t ttl, wait = 0, max_holders = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
+        /* a whole number, also as a REAL without a fraction (as arg_ms) */
+        int whole = sqlite3_value_type(argv[3]) == SQLITE_INTEGER || whole_real(argv[3], &max_holders);
+        if (sqlite3_value_type(argv[3]) == SQLITE_INTEGER) max_holders = sqlite3_value_int64(argv[3]);
+        if (!whole || max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS) {
+            redlock_result_error(ctx, "max_holders must be a whole number from 1 to %d, or 0 or NULL for no limit",
+                                 RL_SHARED_MAX_HOLDERS);
+            return;
+        }
+    }
+    char token[RL_TOKEN_LEN + 1];
+    rl_outcome o;
+    rl_status st = rl_session_acquire_shared(state_of(ctx)->session, res, reslen, ttl, wait, max_holders, token, &o);
+    if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
+    else result_failure(ctx, "lock", res, &o);
+}
+
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE, argc, argv)) return;
     size_t reslen, toklen = 0;
@@ -311,6 +338,8 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_release_all", 0, fn_release_all},
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
+        {"redlock_acquire_shared", 2, fn_acquire_shared}, {"redlock_acquire_shared", 3, fn_acquire_shared},
+        {"redlock_acquire_shared", 4, fn_acquire_shared},
     };
     /* Side effects on the network: never deterministic (SQLite could
      * factor a call out), never from a view or trigger (DIRECTONLY); a

@@ -548,6 +548,32 @@ def _run(case):
             os.rmdir(ctx.tmp)
 
 
+# -- redlock_acquire_shared ---------------------------------------------------
+S4 = "SELECT redlock_acquire_shared(?, ?, ?, ?)"
+MAXH_MSG = "max_holders must be a whole number from 1 to 1000000, or 0 or NULL for no limit"
+CASES += [
+    ("shared_ttl_zero", "SELECT redlock_acquire_shared(?, ?)", ("bad:r", 0), Err(TTL_MSG)),
+    ("shared_ttl_text", "SELECT redlock_acquire_shared(?, ?)", ("bad:r", "10"), Err(TTL_MSG)),
+    ("shared_wait_negative", "SELECT redlock_acquire_shared(?, ?, ?)", ("bad:r", 1000, -1), Err(WAIT_MSG)),
+    ("shared_max_holders_negative", S4, ("bad:r", 1000, 0, -1), Err(MAXH_MSG)),
+    ("shared_max_holders_text", S4, ("bad:r", 1000, 0, "2"), Err(MAXH_MSG)),
+    ("shared_max_holders_fraction", S4, ("bad:r", 1000, 0, 1.5), Err(MAXH_MSG)),
+    ("shared_max_holders_blob", S4, ("bad:r", 1000, 0, b"\x02"), Err(MAXH_MSG)),
+    ("shared_max_holders_huge", S4, ("bad:r", 1000, 0, 2 ** 40), Err(MAXH_MSG)),
+    ("shared_resource_null", "SELECT redlock_acquire_shared(NULL, 1000)", (), Err("resource is NULL")),
+    ("shared_resource_empty", "SELECT redlock_acquire_shared('', 1000)", (), Err("resource is empty")),
+    ("shared_resource_number", "SELECT redlock_acquire_shared(7, 1000)", (), Err("resource must be text")),
+    # the exclusive holder's key is left alone (the table's own check)
+    ("shared_on_held_exclusive", "SELECT redlock_acquire_shared(?, 1000)", (HELD,), Val(None)),
+    ("shared_no_arguments", "SELECT redlock_acquire_shared()", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+    ("shared_one_argument", "SELECT redlock_acquire_shared('bad:r')", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+    ("shared_five_arguments", "SELECT redlock_acquire_shared('bad:r', 1000, 0, 1, 1)", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+]
+
+
 def test_table_is_complete():
     names = [c[0] for c in CASES]
     eq(len(names), len(set(names)), "distinct case names")

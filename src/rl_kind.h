@@ -17,6 +17,8 @@ enum {
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
     RL_K_CHECK,       /* compare-and-read-PTTL script: is it still ours, for how long */
+    RL_K_ACQUIRE_SHARED, /* add a shared holder (rl_shared.h) */
+    RL_K_MARK,        /* writer-waiting marker; nothing is decided on it */
     RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
     RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
 };

@@ -17,14 +17,15 @@
 
 /* The key (prefix + resource) and the fence counter key; free with keys_free. */
 typedef struct keys {
-    char *key, *fkey, *chan;
-    size_t keylen, fkeylen, chanlen;
+    char *key, *fkey, *chan, *mark;
+    size_t keylen, fkeylen, chanlen, marklen;
 } keys;
 
 static void keys_free(keys *k) {
     free(k->key);
     free(k->fkey);
     free(k->chan);
+    free(k->mark);
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -36,7 +37,9 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->key = malloc(k->keylen + 1);
     k->fkey = malloc(k->fkeylen + 1);
     k->chan = malloc(k->chanlen + 1);
-    if (!k->key || !k->fkey || !k->chan) {
+    k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
+    k->mark = malloc(k->marklen + 1);
+    if (!k->key || !k->fkey || !k->chan || !k->mark) {
         keys_free(k);
         return -1;
     }
@@ -46,6 +49,8 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memcpy(k->fkey + k->keylen, FENCE_SUFFIX, sl);
     memcpy(k->chan, k->key, k->keylen);
     memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
+    memcpy(k->mark, k->key, k->keylen);
+    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX);
     return 0;
 }
 
@@ -103,13 +108,13 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
 /* Validity in µs of a lock set for ttl_ms by an attempt that ran from
  * start_us to end_us: the TTL less the time the attempt took and the drift
  * allowance. */
-static int64_t validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
+int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
     return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);
 }
 
 /* A TTL within the clock drift allowance can never leave a positive
  * validity: refuse it up front instead of failing every attempt. */
-static rl_status check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
+rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
     if (ttl_ms * 1000 > rl_client_drift_us(c, ttl_ms)) return RL_OK;
     int64_t least = ttl_ms;
     while (least * 1000 <= rl_client_drift_us(c, least)) least++;
@@ -126,7 +131,7 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
 }
 
 /* The outcome of a round that did not reach a quorum of yes votes. */
-static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out, const char *what) {
+rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what) {
     count_votes(out, r);
     /* Acquire: a quorum answered, so the lock is held elsewhere. Release and
      * extend: "not ours" only when the no votes alone leave no room for a
@@ -138,6 +143,25 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     rl_round_describe_failures(c, r, out->msg, sizeof out->msg);
     out->status = RL_NO_QUORUM;
     return RL_NO_QUORUM;
+}
+
+/* An exclusive acquirer about to wait tells the nodes where the name is
+ * held shared to let no new shared holder in (rl_shared.h) until its next
+ * try: the marker lives the longest retry delay plus two rounds on the
+ * slowest node, so one left by a waiter that gives up soon goes. One round;
+ * its votes decide nothing. Caller holds c->mu. */
+static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
+    int64_t slowest = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
+        if (t > slowest) slowest = t;
+    }
+    char px[32];
+    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_WAITING, "2", k->key, k->mark, px};
+    size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_WAITING - 1, 1, k->keylen, k->marklen, strlen(px)};
+    rl_round r = {.kind = RL_K_MARK, .argc = 6, .argv = argv, .lens = lens, .quorum = c->n, .votes = votes};
+    rl_round_run(c, &r);
 }
 
 /* After a successful fenced round r: raises the lagging counters of the
@@ -184,7 +208,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
+    if (rl_lock_check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
         pthread_mutex_unlock(&c->mu);
         return out->status;
     }
@@ -218,7 +242,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .votes = votes};
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
-        int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
+        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
         int stored = 0;
         char wb_why[RL_ERR_MAX] = "";
@@ -228,7 +252,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             /* The number is ours to hand out only once a quorum stores it. */
             stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
-            validity = validity_us(c, ttl_ms, r.start_us, end_us);
+            validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
@@ -255,10 +279,14 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                    "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
                    (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
         } else {
-            not_done(c, &r, out, "held elsewhere");
+            rl_lock_not_done(c, &r, out, "held elsewhere");
         }
         int64_t now = rl_now_us();
         if (now >= deadline) break;
+        if (r.no > 0) {
+            mark_writer_waiting(c, &k, votes);
+            now = rl_now_us();
+        }
         if (!subscribed) {
             /* From now on a release wakes us; try once more at once, since it
              * may have come before the subscription did. */
@@ -333,7 +361,7 @@ static void release_body(rl_client *c, const keys *k, const char *token, size_t 
         count_votes(out, &r);
         out->status = RL_OK;
     } else {
-        not_done(c, &r, out, "not held with this token");
+        rl_lock_not_done(c, &r, out, "not held with this token");
     }
 }
 
@@ -342,28 +370,46 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     return by_token(c, res, reslen, token, toklen, out, release_body, NULL);
 }
 
+/* What check_body needs and reports: the quorum; ms left and the kind (see rl_lock_check). */
+typedef struct check_result {
+    int64_t ttl_left_ms, shared_k;
+    int quorum; /* yes votes needed; 0: the client's majority */
+} check_result;
+
+#define CHECK_KIND_SHIFT 32 /* RL_SCRIPT_CHECK: (max_holders + 1) << 32 marks a shared holder */
+
 static void check_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes, rl_outcome *out,
                        void *arg) {
-    int64_t *ttl_left_ms = arg;
+    check_result *res = arg;
     const char *argv[] = {"EVAL", RL_SCRIPT_CHECK, "1", k->key, token};
     size_t lens[] = {4, sizeof RL_SCRIPT_CHECK - 1, 1, k->keylen, toklen};
+    if (res->quorum > out->quorum) out->quorum = res->quorum;
     rl_round r = {.kind = RL_K_CHECK, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum,
                   .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
     rl_round_run(c, &r);
     count_votes(out, &r);
     if (r.yes < out->quorum) {
-        not_done(c, &r, out, "not held with this token");
+        rl_lock_not_done(c, &r, out, "not held with this token");
         return;
     }
     /* Every yes node keeps the key at least its PTTL from the round's
      * start; the least of them is how long a quorum surely has it. */
     int64_t least = 0;
-    for (int i = 0; i < c->n; i++)
-        if (votes[i].state == RL_V_YES && (least == 0 || votes[i].value < least)) least = votes[i].value;
-    int64_t validity = validity_us(c, least, r.start_us, r.end_us);
+    res->shared_k = -1;
+    for (int i = 0; i < c->n; i++) {
+        if (votes[i].state != RL_V_YES) continue;
+        int64_t ms = votes[i].value & ((1LL << CHECK_KIND_SHIFT) - 1), kind = votes[i].value >> CHECK_KIND_SHIFT;
+        if (kind > 0 && kind - 1 > res->shared_k) res->shared_k = kind - 1;
+        if (least == 0 || ms < least) least = ms;
+    }
+    /* A PTTL beyond any TTL set here (another client's PEXPIRE, a hostile
+     * node) would overflow the µs arithmetic; the key lives at least the
+     * longest TTL, so that is a safe lower bound. */
+    if (least > RL_TTL_MAX_MS) least = RL_TTL_MAX_MS;
+    int64_t validity = rl_lock_validity_us(c, least, r.start_us, r.end_us);
     if (least > c->max_ttl_ms) c->max_ttl_ms = least;
     if (validity > 0) {
-        *ttl_left_ms = least;
+        res->ttl_left_ms = least;
         out->validity_ms = validity / 1000;
         out->valid_until_us = r.end_us + validity;
         out->status = RL_OK;
@@ -373,14 +419,22 @@ static void check_body(rl_client *c, const keys *k, const char *token, size_t to
     }
 }
 
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out) {
-    *ttl_left_ms = 0;
-    return by_token(c, res, reslen, token, toklen, out, check_body, ttl_left_ms);
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out) {
+    check_result r = {0, -1, quorum};
+    rl_status st = by_token(c, res, reslen, token, toklen, out, check_body, &r);
+    *ttl_left_ms = r.ttl_left_ms;
+    *shared_k = r.shared_k;
+    return st;
 }
 
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out) {
+    return rl_lock_extend_with(c, res, reslen, token, toklen, ttl_ms, NULL, 0, out);
+}
+
+rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                              int64_t ttl_ms, const char *limit, int quorum, rl_outcome *out) {
     memset(out, 0, sizeof *out);
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
         return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
@@ -388,19 +442,31 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+    if (rl_lock_check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+        if (quorum > 0 && c->set.unsafe_test_quorum <= 0) out->quorum = quorum;
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         int fenced = c->set.fencing != 0;
-        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key, fenced ? k.fkey : token,
-                              fenced ? token : ttl, ttl};
-        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
-                         fenced ? toklen : strlen(ttl), strlen(ttl)};
-        rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+        const char *argv[8] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
+        size_t lens[8] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
+        int argc = 4;
+        if (fenced) {
+            argv[argc] = k.fkey;
+            lens[argc++] = k.fkeylen;
+        }
+        argv[argc] = token;
+        lens[argc++] = toklen;
+        argv[argc] = ttl;
+        lens[argc++] = strlen(ttl);
+        if (limit) {
+            argv[argc] = limit;
+            lens[argc++] = strlen(limit);
+        }
+        rl_round r = {.kind = RL_K_EXTEND, .argc = argc, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
-        int64_t validity = validity_us(c, ttl_ms, r.start_us, r.end_us);
+        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, r.end_us);
         count_votes(out, &r);
         if (r.yes >= out->quorum && validity > 0) {
             out->validity_ms = validity / 1000;
@@ -411,7 +477,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
                 finish(out, RL_REFUSED, "extending took %lld ms, which used up the new validity",
                        (long long)((r.end_us - r.start_us) / 1000));
             else
-                not_done(c, &r, out, "lock lost");
+                rl_lock_not_done(c, &r, out, "lock lost");
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             if (out->status == RL_REFUSED) {
                 const char *rel_argv[6];

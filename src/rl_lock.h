@@ -12,9 +12,13 @@
 #include "rl_error.h"
 #include "rl_random.h"
 
+struct rl_round;
+
 #define RL_RESOURCE_MAX 65536        /* bytes, key prefix included */
 #define RL_TTL_MAX_MS 2147483647LL   /* about 24.8 days */
 #define RL_WAIT_MAX_MS 86400000LL    /* one day */
+#define RL_SHARED_MAX_HOLDERS 1000000 /* largest max_holders of a shared lock (rl_shared.h); 0: no limit */
+#define RL_WRITER_SUFFIX ":writer-waiting" /* marker of a waiting exclusive acquirer (rl_shared.h) */
 #define RL_TOKEN_ARG_MAX 1024        /* bytes of a token argument: far above RL_TOKEN_LEN, so a
                                         token from a future version still reaches the nodes */
 
@@ -57,14 +61,30 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out);
 
+/* As rl_lock_extend, for a shared lock: limit is the max_holders it was
+ * taken with as text (the node refuses another), quorum the yes votes
+ * needed (0: the client's quorum; unsafe_test_quorum wins over it). */
+rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                              int64_t ttl_ms, const char *limit, int quorum, rl_outcome *out);
+
+/* For rl_shared, which runs its own rounds the same way: the validity of
+ * a lock of ttl_ms set by an attempt from start_us to end_us; the TTL
+ * check (RL_OK or RL_MISUSE); the outcome of a round short of a quorum
+ * (out->nodes and out->quorum set). */
+int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us);
+rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out);
+rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what);
 /* Asks every node whether the key still holds token and for how long, and
- * changes nothing. RL_OK when it does on a quorum, with the validity that
- * the least PTTL of the yes votes leaves (computed as for acquire: less the
- * time the call took and the drift allowance for that PTTL) and that PTTL
- * in *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
- * left. */
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out);
+ * changes nothing. RL_OK when it does on quorum nodes (0: the client's
+ * majority), with the validity that the least PTTL of the yes votes (at
+ * most RL_TTL_MAX_MS) leaves (computed as for acquire: less the time the
+ * call took and the drift allowance for that PTTL) and that PTTL in
+ * *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
+ * left. *shared_k is -1 when the token holds the key itself (an exclusive
+ * lock), else the max_holders (0: none) of the shared lock whose holder it
+ * is. */
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
 
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);

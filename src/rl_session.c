@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_shared.h"
 #include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
@@ -97,7 +98,7 @@ static void forget(rl_session *s, int i) {
 
 /* Records a new lock; returns 0 or -1 on OOM. Caller holds s->mu. */
 static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
-                    const rl_outcome *o, int auto_extend) {
+                    const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
     if (s->nheld == s->capheld) {
         int cap = s->capheld ? s->capheld * 2 : 8;
         rl_held *h = realloc(s->held, (size_t)cap * sizeof *h);
@@ -112,6 +113,8 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     memcpy(h->res, res, reslen);
     h->res[reslen] = '\0';
     h->reslen = reslen;
+    h->kind = kind;
+    h->max_holders = max_holders;
     memcpy(h->token, token, RL_TOKEN_LEN + 1);
     h->ttl_ms = ttl_ms;
     h->drift_us = rl_client_drift_us(s->client, ttl_ms); /* settings change only on this thread */
@@ -132,6 +135,24 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     return 0;
 }
 
+rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
+                         const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out) {
+    if (kind == RL_KIND_SHARED)
+        return rl_shared_extend(s->client, res, reslen, token, toklen, ttl_ms, max_holders, out);
+    return rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
+}
+
+/* Takes res the way kind says (max_holders for shared). */
+static rl_status take(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                      int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    if (kind == RL_KIND_SHARED)
+        return rl_shared_acquire(s->client, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+    return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
+}
+
+static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
 /* While the node list is being changed no lock may start (it could be
  * counted on nodes it was not taken on): 1 with s->mu released and out set
  * to RL_MISUSE; else 0 with s->mu still held. */
@@ -146,16 +167,45 @@ static int refused_while_editing(rl_session *s, rl_outcome *out, const char *don
 
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    return acquire_kind(s, RL_KIND_EXCLUSIVE, res, reslen, ttl_ms, wait_ms, 0, token, out);
+}
+
+rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                                    int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    return acquire_kind(s, RL_KIND_SHARED, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+}
+
+static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
+    token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS || max_holders < 0 ||
+        max_holders > RL_SHARED_MAX_HOLDERS)
+        return take(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
     if (refused_while_editing(s, out, "taken", "take")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
         int64_t left = left_ms(h);
+        if (h->kind != kind || (kind == RL_KIND_SHARED && h->max_holders != max_holders)) {
+            /* Both ways at once would be a lock that excludes itself; a
+             * second limit would mean two vote counts for one name. */
+            int was_shared = h->kind == RL_KIND_SHARED;
+            long long had = (long long)h->max_holders;
+            pthread_mutex_unlock(&s->mu);
+            out->status = RL_MISUSE;
+            if (h->kind != kind)
+                snprintf(out->msg, sizeof out->msg,
+                         "this connection holds this name %s; release it with redlock_release before taking it %s",
+                         was_shared ? "shared" : "exclusively", was_shared ? "exclusively" : "shared");
+            else
+                snprintf(out->msg, sizeof out->msg,
+                         "this connection holds this name shared with max_holders %lld; take it again with the same "
+                         "max_holders, or release it first", had);
+            return RL_MISUSE;
+        }
         if (left > 0) {
             h->count++;
             memcpy(token, h->token, RL_TOKEN_LEN + 1);
@@ -172,11 +222,11 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
-    rl_status st = rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
+    rl_status st = take(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
     if (st == RL_OK) {
         pthread_mutex_lock(&s->mu);
         int old = find(s, res, reslen);
-        int rc = remember(s, res, reslen, token, ttl_ms, out, auto_extend);
+        int rc = remember(s, res, reslen, token, ttl_ms, out, kind, max_holders, auto_extend);
         if (rc == 0 && old >= 0) {
             rl_held *h = &s->held[s->nheld - 1];
             h->lost_holds = s->held[old].count;
@@ -306,8 +356,10 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
         snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was extended");
         return RL_REFUSED;
     }
+    int kind = ours ? s->held[i].kind : RL_KIND_EXCLUSIVE;
+    int64_t max_holders = ours ? s->held[i].max_holders : 0;
     pthread_mutex_unlock(&s->mu);
-    rl_status st = rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
     /* Only the later of two extends (this one and the keeper's) decides:
@@ -344,7 +396,11 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&s->mu);
-    int i = find(s, res, reslen);
+    int i;
+    /* An extend of the keeper's on its way would set the old TTL again
+     * after the token is handed on, cutting back a longer extend made with
+     * it meanwhile: wait for it (one round, bounded by timeout_ms). */
+    while ((i = find(s, res, reslen)) >= 0 && s->held[i].inflight_until_us != 0) pthread_cond_wait(&s->wake, &s->mu);
     if (i < 0) {
         pthread_mutex_unlock(&s->mu);
         *not_held = 1;
@@ -353,7 +409,7 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     }
     /* Every hold goes with it: from now on the lock is the token's, not this
      * session's. Forgotten before anything else, so the keeper lets go of it
-     * at once (an extend already on its way only sets the TTL it had). */
+     * at once. */
     char mine[RL_TOKEN_LEN + 1];
     memcpy(mine, s->held[i].token, sizeof mine);
     int64_t left = left_ms(&s->held[i]);
@@ -411,8 +467,13 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
-    int64_t ttl_left;
-    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, &ttl_left, out);
+    int64_t ttl_left, shared_k;
+    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, 0, &ttl_left, &shared_k, out);
+    /* A holder of a limited shared lock counts only on its limit's quorum,
+     * which may be more than a majority: look again with that many. */
+    int limit_quorum = st == RL_OK && shared_k > 0 ? rl_shared_client_quorum(s->client, shared_k) : 0;
+    if (limit_quorum > out->quorum)
+        st = rl_lock_check(s->client, res, reslen, token, toklen, limit_quorum, &ttl_left, &shared_k, out);
     if (st != RL_OK) return st;
     char tok[RL_TOKEN_LEN + 1];
     memcpy(tok, token, RL_TOKEN_LEN);
@@ -423,7 +484,9 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
      * cannot tell this lock's number from another acquisition's. */
     out->fence = 0;
     pthread_mutex_lock(&s->mu);
-    int rc = remember(s, res, reslen, tok, ttl_left, out, auto_extend);
+    /* A shared holder is adopted as one: extended with its limit's votes. */
+    int rc = remember(s, res, reslen, tok, ttl_left, out, shared_k >= 0 ? RL_KIND_SHARED : RL_KIND_EXCLUSIVE,
+                      shared_k >= 0 ? shared_k : 0, auto_extend);
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
         /* Not ours to delete: it stays the token's, with its TTL. */
@@ -616,7 +679,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
         for (; done < n; done++) {
             rl_outcome o = *out;
             o.fence = fences[done];
-            if (remember(s, res[done], lens[done], token, ttl_ms, &o, auto_extend) != 0) break;
+            if (remember(s, res[done], lens[done], token, ttl_ms, &o, RL_KIND_EXCLUSIVE, 0, auto_extend) != 0) break;
         }
         if (done < n)
             while (done-- > 0) forget(s, s->nheld - 1);

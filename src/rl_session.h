@@ -18,12 +18,15 @@
 #include "rl_lock.h"
 #include "rl_many.h"
 
+enum { RL_KIND_EXCLUSIVE = 0, RL_KIND_SHARED = 1 };
 /* How long after an extension the keeper extends a lock again: a third of
  * its TTL, so two more tries fit before it would expire. */
 #define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
 
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
+    int kind;                /* RL_KIND_*: how it was taken (rl_lock or rl_shared) */
+    int64_t max_holders;     /* shared: the holder limit it was taken with (0: none) */
     size_t reslen;
     char token[RL_TOKEN_LEN + 1];
     int64_t ttl_ms;
@@ -88,6 +91,17 @@ void rl_session_free(rl_session *s);
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
+/* As rl_session_acquire, for a shared hold with max_holders (0: no
+ * limit). A connection that holds res exclusively, or shared with another
+ * max_holders, gets RL_MISUSE (and the reverse for rl_session_acquire): one
+ * connection never holds a name both ways. */
+rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                                    int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Extends held lock h's token the way its kind needs (keeper and owner). */
+rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
+                         const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out);
+
 /* With token NULL: gives back one hold of the lock this session holds on
  * res (RL_OK; the lock itself is released when the last hold goes), or
  * returns RL_MISUSE with *not_held set when it holds none. With a token:
@@ -131,7 +145,8 @@ void rl_session_check_fork(rl_session *s);
  * forgets it with all its holds (no release at the end, no auto-extension,
  * not listed) and token receives its token (RL_OK). RL_MISUSE with
  * *not_held set when it holds none; RL_REFUSED when the lock's validity had
- * ended or it was lost (what is left of it is deleted, as by extend). */
+ * ended or it was lost (what is left of it is deleted, as by extend). An
+ * extend of the keeper's on its way is waited for first (one round). */
 rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
                             int *not_held, rl_outcome *out);
 

@@ -32,7 +32,8 @@ static void wait_until(rl_session *s, int64_t until_us) {
 }
 
 /* The held lock on res with token: several names taken together share
- * one token, so the token alone does not say which. */
+ * one token (and adopt takes any key that holds a token), so the token
+ * alone does not say which. */
 static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
     for (int i = 0; i < s->nheld; i++)
         if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
@@ -56,7 +57,8 @@ static void extend_one(rl_session *s, int i) {
     }
     char token[RL_TOKEN_LEN + 1];
     size_t reslen = h->reslen;
-    int64_t ttl = h->ttl_ms;
+    int64_t ttl = h->ttl_ms, max_holders = h->max_holders;
+    int kind = h->kind;
     char *res = malloc(reslen + 1);
     if (!res) {
         h->next_extend_us = now + 10000; /* try again soon */
@@ -71,7 +73,7 @@ static void extend_one(rl_session *s, int i) {
     pthread_mutex_unlock(&s->mu);
 
     rl_outcome o;
-    rl_status st = rl_lock_extend(s->client, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
 
     pthread_mutex_lock(&s->mu);
     i = find_held(s, res, reslen, token);
@@ -79,6 +81,7 @@ static void extend_one(rl_session *s, int i) {
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
     h->inflight_until_us = 0;
+    pthread_cond_broadcast(&s->wake); /* a detach may wait for this extend */
     now = rl_now_us();
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
@@ -137,7 +140,7 @@ int rl_session_keeper_kick(rl_session *s) {
         if (rc != 0) return -1;
         s->keeper_running = 1;
     }
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     return 0;
 }
 
@@ -145,7 +148,7 @@ void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
     if (running) pthread_join(s->keeper, NULL);
     s->keeper_running = 0;

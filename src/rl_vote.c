@@ -107,6 +107,12 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             return said(RL_V_FAIL, why, whylen,
                         "the key holds the token but has no expiry (not a lock this extension took)");
         return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_SHARED:
+        if (is_int && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 0)
+            return said(RL_V_NO, why, whylen, "held exclusively, full, or an exclusive acquirer waits");
+        return unexpected(r, why, whylen);
+    case RL_K_MARK:
     case RL_K_WRITEBACK:
         if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
