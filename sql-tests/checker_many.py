@@ -278,11 +278,12 @@ class Result:
             if lost:
                 self.details.append("lost updates on %s: %d writes completed, counter %d" % (name, completed, final))
             if disorder:
-                top = 0
+                top = None
                 for x in sorted((x for x in mine if x["fence"] > 0), key=lambda x: x["start"]):
-                    if x["fence"] <= top:
-                        self.details.append("fence disorder on %s: %s after a hold with fence %d" % (name, show(x), top))
-                    top = max(top, x["fence"])
+                    if top is not None and x["fence"] <= top["fence"]:
+                        self.details.append("fence disorder on %s: %s after %s" % (name, show(x), show(top)))
+                    if top is None or x["fence"] > top["fence"]:
+                        top = x
             if stale:
                 self.details.append("stale writes accepted on %s: %d" % (name, stale))
             self.lost_updates += lost
