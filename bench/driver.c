@@ -131,8 +131,8 @@ static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, i
 }
 
 static int cmd_cycles(int argc, char **argv) {
-    if (argc != 7 && argc != 8) return 2;
-    int shared = argc == 8 && strcmp(argv[7], "shared") == 0; /* redlock_acquire_shared cycles */
+    if (argc < 7) return 2;
+    int shared = argc > 7 && strcmp(argv[7], "shared") == 0; /* redlock_acquire_shared cycles */
     const char *ext = argv[2], *nodes = argv[3], *prefix = argv[5];
     int fencing = atoi(argv[4]);
     double seconds = atof(argv[6]);
@@ -143,6 +143,12 @@ static int cmd_cycles(int argc, char **argv) {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT redlock_config('fencing', %d)", fencing);
     if (query_int(db, sql) != fencing) fail(db, "fencing setting");
+    for (int i = 7 + shared; i < argc; i++) { /* more settings: name=whole number */
+        const char *eq = strchr(argv[i], '=');
+        if (!eq) return 2;
+        snprintf(sql, sizeof sql, "SELECT redlock_config('%.*s', %s)", (int)(eq - argv[i]), argv[i], eq + 1);
+        if (query_int(db, sql) != atoi(eq + 1)) fail(db, "setting");
+    }
     char wprefix[200];
     snprintf(wprefix, sizeof wprefix, "%sw", prefix);
     const int64_t warm = 300;

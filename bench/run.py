@@ -178,10 +178,11 @@ class Bench:
         self.node_ok = None
         self.node_note = ""
 
-    def ours(self, nodes, fencing, tls=False, shared=False):
+    def ours(self, nodes, fencing, tls=False, shared=False, ext=EXT, settings=()):
         urls = ",".join(n.tls_url if tls else n.url for n in nodes)
-        return run_json([os.path.join(self.build, "driver"), "cycles", EXT, urls, str(fencing), prefix("sql"),
-                         str(self.a.seconds)] + (["shared"] if shared else []), timeout=self.a.seconds * 6 + 30)
+        return run_json([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
+                         str(self.a.seconds)] + (["shared"] if shared else []) + list(settings),
+                        timeout=self.a.seconds * 6 + 30)
 
     def bare(self, nodes, fencing, quorum=False):
         cmd = [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing), prefix("bare"),
@@ -316,6 +317,37 @@ def cycles_tls(b, nodes, reps):
         res[n] = {k: summary(v) for k, v in runs.items()}
         print("bench: TLS and plain, %d nodes: done" % n, flush=True)
     return res
+
+
+def cycles_ops(b, nodes, reps):
+    """What the operator features cost, 3 nodes, fencing on, runs alternating:
+    holder details on (the default) and off (holder_info 0); statistics on
+    and compiled out (redlock_nostats.so, built with -DRL_STATS_OFF, holder
+    details on in both)."""
+    runs = {"holder": [], "noholder": [], "nostats": []}
+    nostats = os.path.join(b.build, "redlock_nostats.so")
+    # timeout_ms 500 in all three: a node slow for a moment on a loaded
+    # host must not fail a run that measures something else
+    t = ["timeout_ms=500"]
+    for _ in range(reps):
+        runs["holder"].append(b.ours(nodes[:3], 1, settings=t))
+        runs["noholder"].append(b.ours(nodes[:3], 1, settings=t + ["holder_info=0"]))
+        runs["nostats"].append(b.ours(nodes[:3], 1, ext=nostats, settings=t))
+    print("bench: holder details and statistics: done", flush=True)
+    return {k: summary(v) for k, v in runs.items()}
+
+
+def ops_lines(ops, targets):
+    L = ["Operator features, 3 nodes, fencing on, runs alternating (same servers)"]
+    r_h = ratio(ops["holder"], ops["noholder"])
+    tgt = verdict(r_h, 0.9)
+    targets.append(("holder details on/off, 3 nodes", tgt))
+    L.append(row("ours, holder_info 0 (no details)", 3, ops["noholder"]))
+    L.append(row("ours, holder_info 1 (default)", 3, ops["holder"], rtxt(r_h, "on/off"), tgt))
+    L.append(row("ours, statistics compiled out", 3, ops["nostats"]))
+    L.append(row("ours, statistics on (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["nostats"]),
+                                                                          "with/without")))
+    return L
 
 
 def handoff(b, nodes, seconds, procs=4, peer=False):
@@ -573,8 +605,9 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
-    ap.add_argument("--only", choices=["many", "shared"],
-                    help="run only this section (many: the acquire_many rows; shared: the shared-lock rows)")
+    ap.add_argument("--only", choices=["many", "shared", "ops"],
+                    help="run only this section (many: the acquire_many rows; shared: the shared-lock rows; "
+                         "ops: holder details and statistics)")
     a = ap.parse_args()
     if a.only == "many":
         return main_many(a)
@@ -587,6 +620,17 @@ def main():
     b.setup_peer()
     head = machine()
     print("bench: starting 5 redis-server nodes on loopback", flush=True)
+    if a.only == "ops":
+        nodes = [Node(i) for i in range(3)]
+        targets = []
+        L = ["redlock bench (ops rows only): %s" % head,
+             "One cycle = acquire + release of a fresh lock (TTL 10 s) from SQL; medians of %d runs of %.1f s." % (
+                 a.reps, a.seconds), ""] + ops_lines(cycles_ops(b, nodes, a.reps), targets)
+        cleanup()
+        L += ["  %-52s %s" % t for t in targets]
+        print()
+        print("\n".join(L))
+        return
     certs = make_certs()
     nodes = [Node(i, certs) for i in range(5)]
     if a.only == "shared":
@@ -600,6 +644,7 @@ def main():
     sh = cycles_shared(b, nodes, a.reps)
     tls = cycles_tls(b, nodes, a.reps) if certs else None
     hung = cycles_hung(b, nodes, a.reps)
+    ops = cycles_ops(b, nodes, a.reps)
     ho = handoff(b, nodes[:3], a.handoff_seconds)
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds)
@@ -660,6 +705,7 @@ def main():
         L.append(row("ours, %s nodes hung" % label, n, h["ours"], rtxt(r, "of healthy"), tgt))
         L.append(row("bare hiredis on the %d live nodes only" % (n - (1 if n == 3 else 2)), n, h["bare"],
                      rtxt(ratio(h["ours"], h["bare"]), "ours/bare")))
+    L += ops_lines(ops, targets)
     L.append("Hand-off under contention: 4 processes on one lock, 3 nodes; release call -> next holder's acquire return")
     if "p50_ms" in ho:
         tgt = verdict(ho["p50_ms"], 2, "<")

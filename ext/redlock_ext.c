@@ -3,6 +3,7 @@
  * registers the SQL functions and tables.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
+#include "redlock_log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,12 +110,14 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
         return SQLITE_NOMEM;
     }
     rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
+    redlock_log_install(rl_session_client(st->session));
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_many(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_handover_functions(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_stats_tables(db, st);
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));
     if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* a host name from REDLOCK_NODES */
     redlock_state_unref(st);

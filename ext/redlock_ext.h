@@ -52,6 +52,9 @@ int redlock_register_nodes_table(sqlite3 *db, redlock_state *st);
 /* Registers the redlock_locks table; SQLITE_OK or an error code. */
 int redlock_register_locks_table(sqlite3 *db, redlock_state *st);
 
+/* Registers redlock_stats and redlock_lock_stats; SQLITE_OK or an error code. */
+int redlock_register_stats_tables(sqlite3 *db, redlock_state *st);
+
 /* Sets an error result "redlock: <msg>" on ctx, made safe to show
  * (rl_text_clean: whole UTF-8 characters, no control characters). */
 void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

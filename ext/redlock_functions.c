@@ -318,6 +318,67 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else sqlite3_result_text(ctx, v.text, -1, free);
 }
 
+static void fn_ping(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_PING, argc, argv)) return;
+    int n = rl_lock_ping(rl_session_client(state_of(ctx)->session));
+    if (n < 0) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_int(ctx, n);
+}
+
+/* A JSON string of text that is valid UTF-8 without control characters
+ * (rl_text_clean made it so): only the quote and the backslash need escaping. */
+static void json_text(sqlite3_str *js, const char *s) {
+    sqlite3_str_appendchar(js, 1, '"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') sqlite3_str_appendchar(js, 1, '\\');
+        sqlite3_str_appendchar(js, 1, *s);
+    }
+    sqlite3_str_appendchar(js, 1, '"');
+}
+
+static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_HOLDER, argc, argv)) return;
+    size_t reslen;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res) return;
+    rl_holder h;
+    rl_outcome o;
+    if (rl_lock_holder(rl_session_client(state_of(ctx)->session), res, reslen, &h, &o) != RL_OK) {
+        if (o.status == RL_NOMEM) sqlite3_result_error_nomem(ctx);
+        else if (o.status == RL_MISUSE) redlock_result_error(ctx, "%s", o.msg);
+        else redlock_result_error(ctx, "could not tell who holds '%s': %s", NAME(res), o.msg);
+        return;
+    }
+    if (!h.held) {
+        rl_holder_clear(&h);
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_str *js = sqlite3_str_new(NULL);
+    sqlite3_str_appendall(js, "{\"ttl_ms\":");
+    if (h.ttl_ms >= 0) sqlite3_str_appendf(js, "%lld", (long long)h.ttl_ms);
+    else sqlite3_str_appendall(js, "null");
+    sqlite3_str_appendall(js, ",\"nodes\":[");
+    for (int i = 0; i < h.nnodes; i++) sqlite3_str_appendf(js, "%s%lld", i ? "," : "", (long long)h.node_ids[i]);
+    sqlite3_str_appendall(js, "]");
+    if (h.holders >= 0) sqlite3_str_appendf(js, ",\"kind\":\"shared\",\"holders\":%lld", h.holders);
+    else if (h.has_details) {
+        sqlite3_str_appendall(js, ",\"kind\":");
+        json_text(js, h.kind);
+        sqlite3_str_appendall(js, ",\"host\":");
+        json_text(js, h.host);
+        sqlite3_str_appendf(js, ",\"pid\":%lld,\"app\":", h.pid);
+        json_text(js, h.app);
+        sqlite3_str_appendf(js, ",\"since\":%lld", h.since_ms);
+    }
+    sqlite3_str_appendall(js, "}");
+    rl_holder_clear(&h);
+    int len = sqlite3_str_length(js);
+    char *text = sqlite3_str_finish(js);
+    if (!text) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_text(ctx, text, len, sqlite3_free);
+}
+
 static void fn_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     (void)argv;
@@ -338,6 +399,8 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_release_all", 0, fn_release_all},
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
+        {"redlock_ping", 0, fn_ping},
+        {"redlock_holder", 1, fn_holder},
         {"redlock_acquire_shared", 2, fn_acquire_shared}, {"redlock_acquire_shared", 3, fn_acquire_shared},
         {"redlock_acquire_shared", 4, fn_acquire_shared},
     };

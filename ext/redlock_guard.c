@@ -22,6 +22,7 @@ static const char *const guarded_names[REDLOCK_G_COUNT] = {
     [REDLOCK_G_ACQUIRE_SHARED] = "redlock_acquire_shared",
     [REDLOCK_G_ACQUIRE_MANY] = "redlock_acquire_many", [REDLOCK_G_RELEASE_MANY] = "redlock_release_many",
     [REDLOCK_G_DETACH] = "redlock_detach",           [REDLOCK_G_ADOPT] = "redlock_adopt",
+    [REDLOCK_G_PING] = "redlock_ping",               [REDLOCK_G_HOLDER] = "redlock_holder",
 };
 
 #define GUARD_PREFIX "redlock_" /* every guarded name starts so */

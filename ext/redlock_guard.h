@@ -32,6 +32,8 @@ typedef enum {
     REDLOCK_G_RELEASE_MANY,
     REDLOCK_G_DETACH,
     REDLOCK_G_ADOPT,
+    REDLOCK_G_PING,
+    REDLOCK_G_HOLDER,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

@@ -200,6 +200,14 @@ def node_url(ctx):
     return (ctx.c[0].url,)
 
 
+def companion_of(key):
+    """The lock key a fence counter or holder-details key belongs to (else key)."""
+    for suffix in (b":fence", b":holder"):
+        if key.endswith(suffix):
+            return key[:-len(suffix)]
+    return key
+
+
 CASES = [
     # -- ttl_ms ----------------------------------------------------------------
     ("ttl_zero", A2, ("bad:r", 0), Err(TTL_MSG)),
@@ -380,6 +388,31 @@ CASES = [
     ("config_null_name", "SELECT redlock_config(NULL)", (), Err("the setting name must be text")),
     ("config_prefix_too_long", "SELECT redlock_config('key_prefix', ?)", ("p" * 1025,),
      Err("key_prefix must be text of at most 1024 bytes")),
+    # -- observability -------------------------------------------------------------
+    ("holder_null", "SELECT redlock_holder(NULL)", (), Err("resource is NULL")),
+    ("holder_number", "SELECT redlock_holder(7)", (), Err("resource must be text (got a number)")),
+    ("holder_empty", "SELECT redlock_holder('')", (), Err("resource is empty")),
+    ("holder_too_long", "SELECT redlock_holder(?)", ("x" * (LIMIT + 1),), Err("resource is too long")),
+    ("holder_no_arguments", "SELECT redlock_holder()", (),
+     SqlErr("wrong number of arguments to function redlock_holder()")),
+    ("ping_one_argument", "SELECT redlock_ping(1)", (),
+     SqlErr("wrong number of arguments to function redlock_ping()")),
+    ("client_name_too_long", "SELECT redlock_config('client_name', ?)", ("a" * 65,),
+     Err("client_name must be text of at most 64 bytes")),
+    ("client_name_number", "SELECT redlock_config('client_name', 5)", (),
+     Err("client_name takes text, not a whole number")),
+    ("allow_evicting_two", "SELECT redlock_config('allow_evicting_nodes', 2)", (),
+     Err("allow_evicting_nodes must be 0")),
+    ("holder_info_text", "SELECT redlock_config('holder_info', 'on')", (),
+     Err("holder_info takes a whole number, not text")),
+    ("stats_insert", "INSERT INTO redlock_stats(node_id) VALUES (1)", (),
+     SqlErr("table redlock_stats may not be modified")),
+    ("view_holder", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_holder()"),
+     hostile_db("CREATE VIEW v AS SELECT redlock_holder('bad:held')")),
+    ("view_ping", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_ping()"),
+     hostile_db("CREATE VIEW v AS SELECT redlock_ping()")),
+    ("view_stats", "SELECT * FROM v", (), SqlErr('unsafe use of virtual table "redlock_stats"'),
+     hostile_db("CREATE VIEW v AS SELECT * FROM redlock_stats")),
     # -- a database file using the extension (SQLITE_DIRECTONLY) ---------------
     ("view_acquire", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_acquire()"),
      hostile_db("CREATE VIEW v AS SELECT redlock_acquire('bad:view', 10000)"), key_absent("bad:view")),
@@ -537,7 +570,7 @@ def _run(case):
             check(n.pttl(HELD) > 0, "%s: the holder's key lost its expiry on %s" % (what, n.addr))
             allowed = {k if isinstance(k, bytes) else k.encode() for k in {HELD} | ctx.allow}
             stray = [k for k in n.cmd("KEYS", "*", raw=True)
-                     if (k[:-len(b":fence")] if k.endswith(b":fence") else k) not in allowed]
+                     if companion_of(k) not in allowed]
             check(not stray, "%s: keys left on %s: %r" % (what, n.addr, [k[:40] for k in stray]))
     finally:
         if ctx.con is not None:

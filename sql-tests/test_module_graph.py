@@ -31,6 +31,7 @@ REPO = os.path.dirname(HERE)
 PUBLIC_ENGINE_HEADERS = {
     "rl_session.h", "rl_client.h", "rl_lock.h", "rl_settings.h", "rl_endpoint.h",
     "rl_text.h", "rl_random.h", "rl_error.h",
+    "rl_stats.h",  # the counters' plain types, and the percentiles of a copy of them
 }
 
 # Engine struct fields the binding must not read: it asks the engine

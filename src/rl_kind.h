@@ -21,9 +21,12 @@ enum {
     RL_K_MARK,        /* writer-waiting marker; nothing is decided on it */
     RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
     RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
+    RL_K_NODECHECK,   /* connection set-up: INFO memory / INFO cluster (rl_nodecheck.h) */
+    RL_K_PING,        /* PING (redlock_ping) */
+    RL_K_HOLDER,      /* read lock and holder details (rl_lock_holder.c) */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */
-#define RL_KIND_IS_SETUP(kind) ((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE)
+#define RL_KIND_IS_SETUP(kind) (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK)
 
 #endif

@@ -14,11 +14,12 @@
 #include "rl_wait.h"
 
 #define FENCE_SUFFIX ":fence"
+#define HOLDER_SUFFIX ":holder" /* the release and extend scripts name it too */
 
 /* The key (prefix + resource) and the fence counter key; free with keys_free. */
 typedef struct keys {
-    char *key, *fkey, *chan, *mark;
-    size_t keylen, fkeylen, chanlen, marklen;
+    char *key, *fkey, *chan, *hkey, *mark;
+    size_t keylen, fkeylen, chanlen, hkeylen, marklen;
 } keys;
 
 static void keys_free(keys *k) {
@@ -26,6 +27,7 @@ static void keys_free(keys *k) {
     free(k->fkey);
     free(k->chan);
     free(k->mark);
+    free(k->hkey);
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -39,10 +41,15 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->chan = malloc(k->chanlen + 1);
     k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
     k->mark = malloc(k->marklen + 1);
-    if (!k->key || !k->fkey || !k->chan || !k->mark) {
+    k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
+    k->hkey = malloc(k->hkeylen + 1);
+    if (!k->key || !k->fkey || !k->chan || !k->mark || !k->hkey) {
         keys_free(k);
         return -1;
     }
+    memcpy(k->hkey, c->set.key_prefix, pl);
+    memcpy(k->hkey + pl, res, reslen);
+    memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
@@ -197,6 +204,14 @@ static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long 
     return stored;
 }
 
+/* Tells the owner (rl_client_event) that an acquisition failed for lack of a quorum. */
+static void report_no_quorum(const rl_client *c, const char *res, size_t reslen, const rl_outcome *out) {
+    char name[72], msg[sizeof out->msg + 128];
+    snprintf(msg, sizeof msg, "redlock: could not lock '%s': %s", rl_text_excerpt(name, sizeof name, res, reslen, 64),
+             out->msg);
+    rl_client_event(c, RL_EVENT_NO_QUORUM, msg);
+}
+
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -240,6 +255,23 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .secret = token,
                       .secretlen = RL_TOKEN_LEN,
                       .votes = votes};
+        char details[RL_HOLDER_DETAILS_MAX];
+        const char *h_argv[10];
+        size_t h_lens[10];
+        if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
+            size_t dlen = rl_holder_details(c, details, sizeof details);
+            const char *a[10] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "2", k.key, k.hkey,
+                                 fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
+                                 details, fttl};
+            size_t l[10] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen, k.hkeylen,
+                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : strlen(ttl),
+                            fenced ? strlen(ttl) : dlen, dlen, strlen(fttl)};
+            memcpy(h_argv, a, sizeof a);
+            memcpy(h_lens, l, sizeof l);
+            r.argc = fenced ? 10 : 8;
+            r.argv = h_argv;
+            r.lens = h_lens;
+        }
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
@@ -314,6 +346,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
+    if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     keys_free(&k);

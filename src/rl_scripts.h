@@ -22,13 +22,16 @@
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
  * waiters on (rl_wait.h). 1 when our key (a string holding the token) or
- * our live member of a shared lock was deleted, else 0; a key of any other
+ * our live member of a shared lock was deleted, else 0 (an exclusive
+ * lock's holder details, KEYS[1]..':holder' (rl_lock_holder.c), go with it:
+ * a name derived here, as only standalone masters vote); a key of any other
  * type is never touched. Cleanups after a failed attempt give no channel,
  * so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'string' then " \
     "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
+    "redis.call('del',KEYS[1] .. ':holder') " \
     "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
@@ -58,6 +61,7 @@
     "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
+    "redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) " \
     "if KEYS[2] then local t = redis.call('pttl',KEYS[2]) " \
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
@@ -194,5 +198,29 @@
     "if (tonumber(v[j] or '0') or 0) < tonumber(ARGV[i + 1]) then " \
     "if t > 0 then redis.call('set', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) " \
     "else redis.call('set', KEYS[i], ARGV[i + 1]) end end end end return 1"
+
+/* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key, KEYS[2]
+ * holder-details key, KEYS[3] (with fencing) fence counter; ARGV[1] token,
+ * ARGV[2] ttl ms, ARGV[3] the details, ARGV[4] (with fencing) counter ttl
+ * ms. The details are set with the lock's own PX, in the same script, so
+ * they never outlive it. Returns what SET NX (status OK, nil) or the
+ * fenced script (its number, nil) would. */
+#define RL_SCRIPT_ACQUIRE_HOLDER \
+    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
+    "redis.call('set',KEYS[2],ARGV[3],'PX',ARGV[2]) " \
+    "if not KEYS[3] then return redis.status_reply('OK') end " \
+    "local f = redis.call('incr',KEYS[3]) " \
+    "if tonumber(ARGV[4]) > 0 then redis.call('pexpire',KEYS[3],ARGV[4]) else redis.call('persist',KEYS[3]) end " \
+    "return f"
+
+/* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key. Returns
+ * {pttl of the lock key, an identity of its value that is no token (the
+ * SHA1 of a string, else the key's type), the details or false; for a
+ * shared lock (a sorted set) its number of live holders instead}. */
+#define RL_SCRIPT_HOLDER_READ \
+    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) " \
+    "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
+    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) end " \
+    "return {redis.call('pttl',KEYS[1]), id, d}"
 
 #endif

@@ -55,6 +55,7 @@ void rl_session_free(rl_session *s) {
     rl_session_release_all(s);
     rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
+    rl_stats_lock_clear(&s->stats);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
@@ -90,8 +91,33 @@ static int same_token(const rl_held *h, const char *token, size_t toklen) {
     return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
 }
 
+/* The longest hold of h's name, counted as h leaves. Caller holds s->mu. */
+static void count_hold(rl_session *s, const rl_held *h) {
+#ifdef RL_STATS_OFF
+    (void)s, (void)h;
+    return;
+#endif
+    rl_lockstat *st = rl_stats_lock_get(&s->stats, h->res, h->reslen);
+    int64_t ms = (rl_now_us() - h->acquired_us) / 1000;
+    if (st && ms > st->hold_max_ms) st->hold_max_ms = ms;
+}
+
+void rl_session_count_lost(rl_session *s, const rl_held *h) {
+    rl_lockstat *st = rl_stats_lock_get(&s->stats, h->res, h->reslen);
+    if (st) st->lost++;
+}
+
+int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked) {
+    pthread_mutex_lock(&s->mu);
+    int n = rl_stats_lock_copy(&s->stats, out);
+    *untracked = s->stats.untracked;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 /* Caller holds s->mu. */
 static void forget(rl_session *s, int i) {
+    count_hold(s, &s->held[i]);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
 }
@@ -123,6 +149,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->count = 1;
     h->op = o->op;
     h->yes_nodes = o->yes;
+    h->acquired_us = rl_now_us();
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
@@ -165,14 +192,17 @@ static int refused_while_editing(rl_session *s, rl_outcome *out, const char *don
     return 1;
 }
 
+static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+                                 int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
-    return acquire_kind(s, RL_KIND_EXCLUSIVE, res, reslen, ttl_ms, wait_ms, 0, token, out);
+    return acquire_counted(s, RL_KIND_EXCLUSIVE, res, reslen, ttl_ms, wait_ms, 0, token, out);
 }
 
 rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                                     int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
-    return acquire_kind(s, RL_KIND_SHARED, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+    return acquire_counted(s, RL_KIND_SHARED, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
 }
 
 static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
@@ -246,6 +276,29 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
     return st;
 }
 
+/* acquire_kind, counted in the per-name statistics. */
+static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+                                 int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    int64_t start = rl_now_us();
+    rl_status st = acquire_kind(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+#ifdef RL_STATS_OFF
+    (void)start;
+    return st;
+#endif
+    if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
+    int64_t waited = (rl_now_us() - start) / 1000;
+    pthread_mutex_lock(&s->mu);
+    rl_lockstat *ls = rl_stats_lock_get(&s->stats, res, reslen);
+    if (ls) {
+        if (st == RL_OK) ls->acquisitions++;
+        else ls->refusals++;
+        ls->wait_total_ms += waited;
+        if (waited > ls->wait_max_ms) ls->wait_max_ms = waited;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 /* Gives back one hold of held lock i that is not its last live one (s->mu
  * held; released before returning): RL_OK when the lock is still valid for
  * the holds left, RL_REFUSED when the hold belonged to a lock that was lost.
@@ -312,6 +365,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
         /* Gone from this session before the network call: the keeper stops extending it now.
          * Expired counts as lost: it was not safely ours to the end. */
         was_lost = left_ms(&s->held[i]) == 0;
+        if (was_lost && !s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
     }
     pthread_mutex_unlock(&s->mu);
@@ -348,6 +402,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (ours && left_ms(&s->held[i]) == 0) {
         /* Our validity has ended: someone else may hold it by now. Never bring it back;
          * delete what may be left of it. */
+        if (!s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
         pthread_mutex_unlock(&s->mu);
         rl_lock_release(s->client, res, reslen, token, toklen, out);
@@ -506,6 +561,7 @@ int rl_session_release_all(rl_session *s) {
             return n;
         }
         rl_held h = s->held[s->nheld - 1];
+        count_hold(s, &h);
         s->nheld--;
         pthread_mutex_unlock(&s->mu);
         rl_outcome o;

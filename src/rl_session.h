@@ -47,6 +47,7 @@ typedef struct rl_held {
     int64_t extensions;
     int auto_extend;         /* the keeper extends it (RL_AUTO_EXTEND_PERIOD_US) */
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
+    int64_t acquired_us;     /* rl_now_us() when this lock was taken (hold times) */
     int lost;                /* an extension failed or came too late */
     char lost_why[RL_ERR_REASON_MAX];
     int64_t validity_ms;     /* snapshots only: the validity left when the
@@ -64,7 +65,16 @@ typedef struct rl_session {
     int keeper_running, keeper_stop;
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
     int editing_nodes;  /* between rl_session_nodes_begin and _done */
+    rl_lockstats stats; /* per name used (rl_stats.h) */
 } rl_session;
+
+/* A copy of the per-name statistics (*out, free with
+ * rl_lockstats_copy_free); count, or -1 on OOM. *untracked: calls on
+ * names beyond RL_LOCKSTATS_MAX. Takes s->mu. */
+int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked);
+
+/* Counts one loss of h's name (caller holds s->mu). */
+void rl_session_count_lost(rl_session *s, const rl_held *h);
 
 /* When h's validity ends as this session knows it: valid_until_us, or
  * sooner while a keeper extend with a shorter TTL is on its way. */

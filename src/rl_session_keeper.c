@@ -42,7 +42,14 @@ static int find_held(const rl_session *s, const char *res, size_t reslen, const 
     return -1;
 }
 
-static void mark_lost(rl_held *h, const char *why) {
+static void mark_lost(rl_session *s, rl_held *h, const char *why) {
+    if (!h->lost) {
+        rl_session_count_lost(s, h);
+        char name[72], msg[400];
+        rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
+        snprintf(msg, sizeof msg, "redlock: lock '%s' lost by auto-extension: %.250s", name, why);
+        rl_client_event(s->client, RL_EVENT_LOCK_LOST, msg);
+    }
     h->lost = 1;
     snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
 }
@@ -52,7 +59,7 @@ static void extend_one(rl_session *s, int i) {
     rl_held *h = &s->held[i];
     int64_t now = rl_now_us();
     if (h->valid_until_us <= now) {
-        mark_lost(h, "its validity ran out before the keeper could extend it");
+        mark_lost(s, h, "its validity ran out before the keeper could extend it");
         return;
     }
     char token[RL_TOKEN_LEN + 1];
@@ -95,9 +102,9 @@ static void extend_one(rl_session *s, int i) {
         h->extensions++;
         h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
-        mark_lost(h, o.msg);
+        mark_lost(s, h, o.msg);
     } else if (h->valid_until_us <= now) {
-        mark_lost(h, o.msg);
+        mark_lost(s, h, o.msg);
     } else {
         /* Nodes did not answer: try again soon, while the lock is still valid. */
         int64_t retry = ttl * 1000 / 10;
