@@ -26,6 +26,7 @@ negative control (unsafe_test_quorum 1) must report violations.
 """
 # SPDX-License-Identifier: BSD-3-Clause
 
+import fcntl
 import json
 import os
 import random
@@ -87,7 +88,26 @@ class Worker:
         if len(self.out["error_samples"]) < 4:
             self.out["error_samples"].append(text[:300])
 
+    def marker_lock(self, name):
+        """Held while a marker is looked at and then created or removed, so
+        that a late holder removing its own marker cannot remove the next
+        holder's instead (a race of the checker, not of the lock)."""
+        fd = os.open(self.paths[name]["marker"] + ".lk", os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def marker_unlock(self, fd):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
     def take_marker(self, name, hid, lease_end):
+        fd = self.marker_lock(name)
+        try:
+            return self._take_marker(name, hid, lease_end)
+        finally:
+            self.marker_unlock(fd)
+
+    def _take_marker(self, name, hid, lease_end):
         path = self.paths[name]["marker"]
         for _ in range(3):
             try:
@@ -190,9 +210,15 @@ class Worker:
             if h["fence"]:
                 self.stores[n].write(h["fence"], h["id"], "end")
             if h["marker"]:
-                owner, _ = self.read_marker(n)
+                fd = self.marker_lock(n)
+                try:
+                    owner, _ = self.read_marker(n)
+                    if owner == h["id"]:
+                        os.unlink(self.paths[n]["marker"])
+                finally:
+                    self.marker_unlock(fd)
                 if owner == h["id"]:
-                    os.unlink(self.paths[n]["marker"])
+                    pass
                 elif not lost and time.monotonic() < h["lease_end"]:
                     self.out["overlaps"] += 1    # taken from us within our lease
                     self.incident("marker of %s taken from %s by %s within its lease (start %.6f, lease to %.6f)"
