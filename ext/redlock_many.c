@@ -5,7 +5,7 @@
  * session, and turns the outcome into a value, a NULL, or an error that
  * starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_many.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -212,12 +212,6 @@ static void result_failure(sqlite3_context *ctx, const char *what, int n, const 
     }
 }
 
-static redlock_state *state_of(sqlite3_context *ctx) {
-    redlock_state *st = sqlite3_user_data(ctx);
-    rl_session_check_fork(st->session);
-    return st;
-}
-
 /* redlock_acquire_many(resources_json, ttl_ms [, wait_ms]) */
 static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_MANY, argc, argv)) return;
@@ -228,7 +222,7 @@ static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv
     if (read_names(ctx, argv[0], &nm) != 0) return;
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
-    rl_status st = rl_session_acquire_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, ttl, wait,
+    rl_status st = rl_session_acquire_many(redlock_state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, ttl, wait,
                                            token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else result_failure(ctx, "lock", nm.n, &o);
@@ -262,13 +256,13 @@ static void fn_release_many(sqlite3_context *ctx, int argc, sqlite3_value **argv
     names nm;
     if (read_names(ctx, argv[0], &nm) != 0) return;
     /* As redlock_release: not before this connection's writes are committed. */
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_many")) {
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release_many")) {
         names_free(&nm);
         return;
     }
     int released, none_held;
     rl_outcome o;
-    rl_status st = rl_session_release_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,
+    rl_status st = rl_session_release_many(redlock_state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,
                                            toklen, &released, &none_held, &o);
     if (none_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int(ctx, released);

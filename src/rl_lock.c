@@ -22,12 +22,10 @@ typedef struct keys {
     size_t keylen, fkeylen, chanlen, hkeylen, marklen;
 } keys;
 
+/* The four names share one allocation, owned by key. */
 static void keys_free(keys *k) {
     free(k->key);
-    free(k->fkey);
-    free(k->chan);
-    free(k->mark);
-    free(k->hkey);
+    k->key = k->fkey = k->chan = k->mark = k->hkey = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -36,20 +34,18 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
-    k->key = malloc(k->keylen + 1);
-    k->fkey = malloc(k->fkeylen + 1);
-    k->chan = malloc(k->chanlen + 1);
     k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
-    k->mark = malloc(k->marklen + 1);
     k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
-    k->hkey = malloc(k->hkeylen + 1);
-    if (!k->key || !k->fkey || !k->chan || !k->mark || !k->hkey) {
-        keys_free(k);
-        return -1;
-    }
+    k->key = malloc(k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1);
+    if (!k->key) return -1;
+    k->fkey = k->key + k->keylen + 1;
+    k->chan = k->fkey + k->fkeylen + 1;
+    k->mark = k->chan + k->chanlen + 1;
+    k->hkey = k->mark + k->marklen + 1;
     memcpy(k->hkey, c->set.key_prefix, pl);
     memcpy(k->hkey + pl, res, reslen);
     memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
+    k->hkey[k->hkeylen] = '\0';
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
@@ -57,8 +53,23 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memcpy(k->chan, k->key, k->keylen);
     memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
     memcpy(k->mark, k->key, k->keylen);
-    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX);
+    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX); /* with its NUL */
+    k->key[k->keylen] = k->fkey[k->fkeylen] = k->chan[k->chanlen] = '\0';
     return 0;
+}
+
+/* v (>= 0) in decimal into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. On every acquire, where snprintf cost more than the rest of
+ * building the command. */
+static size_t decimal(char *buf, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v > 0 ? (uint64_t)v : 0;
+    do *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    size_t n = (size_t)(tmp + sizeof tmp - p);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return n;
 }
 
 /* The compare-and-delete command for key k and token into argv/lens: with
@@ -179,14 +190,18 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    int stored = 0;
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
+    if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0, stored = 0;
+    int lagging = 0;
     for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        if (r->votes[i].value >= fence) stored++;
-        else if (only) only[i] = 1, lagging++;
+        if (r->votes[i].state != RL_V_YES || r->votes[i].value >= fence) continue;
+        if (only) only[i] = 1;
+        lagging++;
     }
     if (lagging && votes && only) {
         rl_fence_cmd w;
@@ -238,13 +253,11 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         }
         int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
         char ttl[32], fttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        size_t ttllen = decimal(ttl, ttl_ms), fttllen = decimal(fttl, fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
-        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, strlen(ttl)};
+        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
         const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
-        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, strlen(ttl),
-                           strlen(fttl)};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
                       .argc = fenced ? 8 : 6,
