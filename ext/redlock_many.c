@@ -97,7 +97,15 @@ static int read_names(sqlite3_context *ctx, sqlite3_value *v, names *nm) {
         sqlite3_result_error_nomem(ctx);
         return -1;
     }
-    if (has_nul_escape(text, (size_t)sqlite3_value_bytes(v))) {
+    size_t bytes = (size_t)sqlite3_value_bytes(v);
+    /* SQLite's JSON functions stop at a NUL byte: the names after it would
+     * be left out of the set without a word. */
+    if (memchr(text, '\0', bytes)) {
+        redlock_result_error(ctx, "resources_json contains a NUL byte; pass a JSON array of names as text without one, "
+                                  EXAMPLE);
+        return -1;
+    }
+    if (has_nul_escape(text, bytes)) {
         redlock_result_error(ctx, "resources_json contains \\u0000 (a NUL character); names must not contain one");
         return -1;
     }

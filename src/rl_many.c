@@ -222,6 +222,28 @@ static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, c
     return x;
 }
 
+/* An acquirer about to wait tells the nodes where a name of the set is
+ * held shared to let no new shared holder in until its next try, as
+ * rl_lock does for one name (rl_shared.h); the marker lives as long as
+ * there. One round; its votes decide nothing. */
+static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
+    int64_t slowest = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
+        if (t > slowest) slowest = t;
+    }
+    char nk[16], px[32];
+    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    int a = cmd_head(k, RL_SCRIPT_WRITER_WAITING_MANY, sizeof RL_SCRIPT_WRITER_WAITING_MANY - 1, nk, sizeof nk, k->n);
+    a = cmd_keys(k, a, 0);
+    k->argv[a] = px;
+    k->lens[a++] = strlen(px);
+    k->argv[a] = RL_WRITER_SUFFIX;
+    k->lens[a++] = sizeof RL_WRITER_SUFFIX - 1;
+    rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = c->n, .votes = votes};
+    rl_round_run(c, &r);
+}
+
 /* After a successful fenced round: each name's number is the highest of
  * the yes votes; nodes that lag on any name get one write-back script
  * raising all their counters. Returns how many nodes are known to store
@@ -387,6 +409,10 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         int blocked_on = -1;
         for (int i = 0; i < c->n && blocked_on < 0; i++)
             if (votes[i].state == RL_V_NO) blocked_on = a.blocker[i];
+        if (r.no > 0) { /* after reading the votes: this round reuses them */
+            mark_writer_waiting(c, &k, votes);
+            now = rl_now_us();
+        }
         if (blocked_on >= 0 && blocked_on != subscribed) {
             if (subscribed >= 0) rl_wait_unsubscribe(c);
             subscribed = blocked_on;
