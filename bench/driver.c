@@ -106,10 +106,14 @@ static void fn_lap(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 }
 
 /* Runs the cycle statement for n rows; returns its wall time in ns. */
-static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n) {
-    static const char sql[] =
+static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, int shared) {
+    static const char excl_sql[] =
         "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
         "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire(?2||i, 10000)))) FROM s";
+    static const char shared_sql[] =
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
+        "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire_shared(?2||i, 10000)))) FROM s";
+    const char *sql = shared ? shared_sql : excl_sql;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) fail(db, "prepare cycles");
     sqlite3_bind_int64(st, 1, n);
@@ -129,7 +133,8 @@ static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n) {
 }
 
 static int cmd_cycles(int argc, char **argv) {
-    if (argc != 7) return 2;
+    if (argc < 7) return 2;
+    int shared = argc > 7 && strcmp(argv[7], "shared") == 0; /* redlock_acquire_shared cycles */
     const char *ext = argv[2], *nodes = argv[3], *prefix = argv[5];
     int fencing = atoi(argv[4]);
     double seconds = atof(argv[6]);
@@ -140,15 +145,21 @@ static int cmd_cycles(int argc, char **argv) {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT redlock_config('fencing', %d)", fencing);
     if (query_int(db, sql) != fencing) fail(db, "fencing setting");
+    for (int i = 7 + shared; i < argc; i++) { /* more settings: name=whole number */
+        const char *eq = strchr(argv[i], '=');
+        if (!eq) return 2;
+        snprintf(sql, sizeof sql, "SELECT redlock_config('%.*s', %s)", (int)(eq - argv[i]), argv[i], eq + 1);
+        if (query_int(db, sql) != atoi(eq + 1)) fail(db, "setting");
+    }
     char wprefix[200];
     snprintf(wprefix, sizeof wprefix, "%sw", prefix);
     const int64_t warm = 300;
-    int64_t wt = run_cycles(db, &l, wprefix, warm);
+    int64_t wt = run_cycles(db, &l, wprefix, warm, shared);
     int64_t n = (int64_t)(seconds * 1e9 * (double)warm / (double)wt);
     if (n < 500) n = 500;
     if (n > 2000000) n = 2000000;
     double cpu0 = cpu_us();
-    int64_t t = run_cycles(db, &l, prefix, n);
+    int64_t t = run_cycles(db, &l, prefix, n, shared);
     double cpu = cpu_us() - cpu0;
     const char *dump = getenv("BENCH_LAPS_FILE"); /* every lap in order, in ns, for a closer look */
     FILE *df = dump ? fopen(dump, "w") : NULL;
@@ -232,10 +243,10 @@ static int cmd_keep(int argc, char **argv) {
         fail(db, "create bench_lap");
     char cprefix[200];
     snprintf(cprefix, sizeof cprefix, "%sc", prefix);
-    run_cycles(db, &l, cprefix, 300); /* warm-up */
+    run_cycles(db, &l, cprefix, 300, 0); /* warm-up */
     const int64_t ncycles = 2000;
     double c0 = cpu_us();
-    run_cycles(db, &l, cprefix, ncycles);
+    run_cycles(db, &l, cprefix, ncycles, 0);
     double cycle_cpu = (cpu_us() - c0) / (double)ncycles;
     if (query_int(db, "SELECT redlock_config('auto_extend', 1)") != 1) fail(db, "auto_extend setting");
     sqlite3_stmt *st;
@@ -347,13 +358,13 @@ static void *cycles_thread(void *arg) {
     laps one = {0};
     if (sqlite3_create_function_v2(db, "bench_lap", 1, SQLITE_UTF8, &one, fn_lap, NULL, NULL, NULL) != SQLITE_OK)
         fail(db, "create bench_lap");
-    run_cycles(db, &one, t->prefix, 50); /* connect and warm up */
+    run_cycles(db, &one, t->prefix, 50, 0); /* connect and warm up */
     while (now_ns() < t->start_ns) sleep_ns(100000);
     int64_t end = t->start_ns + (int64_t)(t->seconds * 1e9);
     char p[220];
     for (int k = 0; now_ns() < end; k++) {
         snprintf(p, sizeof p, "%s%d:", t->prefix, k);
-        run_cycles(db, &one, p, 100);
+        run_cycles(db, &one, p, 100, 0);
         /* keep every lap (run_cycles reuses the buffer) */
         if (t->l.n + one.n > t->l.cap) {
             size_t cap = (t->l.n + one.n) * 2;

@@ -15,7 +15,8 @@ run() { sqlite3 -bail -cmd ".load $EXT" "$DB" "$@"; }
 token=$(run "SELECT redlock_detach('nightly-report') WHERE redlock_lock('nightly-report', 3600000) IS NOT NULL;")
 
 # Step 2: the work. Adopt the lock (checked on the nodes: NULL when it was
-# lost), do every write only while it is ours, and detach it again.
+# lost), write only if it was ours then (nothing re-checks it before each
+# write: its hour-long TTL must cover the step), and detach it again.
 state=$(run <<SQL
 CREATE TEMP TABLE me AS SELECT redlock_adopt('nightly-report', '$token') AS validity_ms;
 INSERT INTO daily_report(day, orders, revenue_cents)

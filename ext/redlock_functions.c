@@ -1,10 +1,11 @@
 /* redlock_functions: the SQL functions redlock_acquire, redlock_lock,
- * redlock_release, redlock_release_all, redlock_extend, redlock_validity,
+ * redlock_acquire_shared, redlock_release, redlock_release_all, redlock_extend, redlock_validity,
  * redlock_fence, redlock_config and redlock_version. Each checks its
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
  * or an error that starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_functions.h"
+#include "redlock_version.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,14 +113,6 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     }
 }
 
-/* The connection's state; first makes sure a forked child does not act on
- * its parent's locks or sockets (rl_session_check_fork). */
-static redlock_state *state_of(sqlite3_context *ctx) {
-    redlock_state *st = sqlite3_user_data(ctx);
-    rl_session_check_fork(st->session);
-    return st;
-}
-
 /* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
  * A refusal is NULL for acquire and an error for lock, so a script run with
  * .bail on stops instead of going on unprotected. */
@@ -131,7 +124,7 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
-    rl_status st = rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
+    rl_status st = rl_session_acquire(redlock_state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else if (st == RL_REFUSED && strict)
         redlock_result_error(ctx, "could not lock '%s' within %lld ms: %s", NAME(res), (long long)wait, o.msg);
@@ -150,10 +143,6 @@ void redlock_result_failure(sqlite3_context *ctx, const char *what, const char *
     result_failure(ctx, what, res, o);
 }
 
-redlock_state *redlock_state_of(sqlite3_context *ctx) {
-    return state_of(ctx);
-}
-
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE, argc, argv)) acquire_common(ctx, argc, argv, 0);
 }
@@ -162,16 +151,43 @@ static void fn_lock(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (redlock_guard_allows(ctx, REDLOCK_G_LOCK, argc, argv)) acquire_common(ctx, argc, argv, 1);
 }
 
+/* redlock_acquire_shared(resource, ttl_ms [, wait_ms [, max_holders]]):
+ * the token of a shared hold, NULL when held exclusively, full, or an
+ * exclusive acquirer waits. */
+static void fn_acquire_shared(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_SHARED, argc, argv)) return;
+    size_t reslen;
+    int64_t ttl, wait = 0, max_holders = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
+        /* a whole number, also as a REAL without a fraction (as arg_ms) */
+        int whole = sqlite3_value_type(argv[3]) == SQLITE_INTEGER || whole_real(argv[3], &max_holders);
+        if (sqlite3_value_type(argv[3]) == SQLITE_INTEGER) max_holders = sqlite3_value_int64(argv[3]);
+        if (!whole || max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS) {
+            redlock_result_error(ctx, "max_holders must be a whole number from 1 to %d, or 0 or NULL for no limit",
+                                 RL_SHARED_MAX_HOLDERS);
+            return;
+        }
+    }
+    char token[RL_TOKEN_LEN + 1];
+    rl_outcome o;
+    rl_status st = rl_session_acquire_shared(redlock_state_of(ctx)->session, res, reslen, ttl, wait, max_holders, token, &o);
+    if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
+    else result_failure(ctx, "lock", res, &o);
+}
+
 static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE, argc, argv)) return;
     size_t reslen, toklen = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release")) return;
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release")) return;
     int not_held;
     rl_outcome o;
-    rl_status st = rl_session_release(state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
+    rl_status st = rl_session_release(redlock_state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int(ctx, 1);
     else if (st == RL_REFUSED) sqlite3_result_int(ctx, 0);
@@ -187,7 +203,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
     int not_held;
     rl_outcome o;
-    rl_status st = rl_session_extend(state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
+    rl_status st = rl_session_extend(redlock_state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int64(ctx, o.validity_ms);
     else result_failure(ctx, "extend", res, &o);
@@ -195,8 +211,8 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_all")) return;
-    sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release_all")) return;
+    sqlite3_result_int(ctx, rl_session_release_all(redlock_state_of(ctx)->session));
 }
 
 static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -204,7 +220,7 @@ static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
-    sqlite3_result_int64(ctx, rl_session_validity(state_of(ctx)->session, res, reslen, token, toklen));
+    sqlite3_result_int64(ctx, rl_session_validity(redlock_state_of(ctx)->session, res, reslen, token, toklen));
 }
 
 static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -215,7 +231,7 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rl_held h;
     /* An expired or lost lock keeps its number while it is listed: the
      * protected resource's own check makes a stale number harmless. */
-    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0)
+    if (rl_session_find(redlock_state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0)
         sqlite3_result_int64(ctx, h.fence);
     else sqlite3_result_null(ctx);
 }
@@ -235,7 +251,7 @@ static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
-    rl_client *c = rl_session_client(state_of(ctx)->session);
+    rl_client *c = rl_session_client(redlock_state_of(ctx)->session);
     rl_error err;
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");
@@ -255,7 +271,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     /* Held locks were taken with the key prefix and the quorum in force now;
      * they are released and extended the same way, never with fewer votes. */
     if (argc > 1 && (strcmp(name, "key_prefix") == 0 || fewer_votes(c, name, argv[1])) &&
-        rl_session_holds_any(state_of(ctx)->session)) {
+        rl_session_holds_any(redlock_state_of(ctx)->session)) {
         redlock_result_error(ctx, "%s cannot %s while this connection holds locks (even lost or expired ones: "
                                   "they were taken with the value in force now); release them first, e.g. SELECT "
                                   "redlock_release_all()", name, strcmp(name, "key_prefix") == 0 ? "change" : "lower the votes needed");
@@ -291,6 +307,67 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else sqlite3_result_text(ctx, v.text, -1, free);
 }
 
+static void fn_ping(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_PING, argc, argv)) return;
+    int n = rl_lock_ping(rl_session_client(redlock_state_of(ctx)->session));
+    if (n < 0) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_int(ctx, n);
+}
+
+/* A JSON string of text that is valid UTF-8 without control characters
+ * (rl_text_clean made it so): only the quote and the backslash need escaping. */
+static void json_text(sqlite3_str *js, const char *s) {
+    sqlite3_str_appendchar(js, 1, '"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') sqlite3_str_appendchar(js, 1, '\\');
+        sqlite3_str_appendchar(js, 1, *s);
+    }
+    sqlite3_str_appendchar(js, 1, '"');
+}
+
+static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    if (!redlock_guard_allows(ctx, REDLOCK_G_HOLDER, argc, argv)) return;
+    size_t reslen;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res) return;
+    rl_holder h;
+    rl_outcome o;
+    if (rl_lock_holder(rl_session_client(redlock_state_of(ctx)->session), res, reslen, &h, &o) != RL_OK) {
+        if (o.status == RL_NOMEM) sqlite3_result_error_nomem(ctx);
+        else if (o.status == RL_MISUSE) redlock_result_error(ctx, "%s", o.msg);
+        else redlock_result_error(ctx, "could not tell who holds '%s': %s", NAME(res), o.msg);
+        return;
+    }
+    if (!h.held) {
+        rl_holder_clear(&h);
+        sqlite3_result_null(ctx);
+        return;
+    }
+    sqlite3_str *js = sqlite3_str_new(NULL);
+    sqlite3_str_appendall(js, "{\"ttl_ms\":");
+    if (h.ttl_ms >= 0) sqlite3_str_appendf(js, "%lld", (long long)h.ttl_ms);
+    else sqlite3_str_appendall(js, "null");
+    sqlite3_str_appendall(js, ",\"nodes\":[");
+    for (int i = 0; i < h.nnodes; i++) sqlite3_str_appendf(js, "%s%lld", i ? "," : "", (long long)h.node_ids[i]);
+    sqlite3_str_appendall(js, "]");
+    if (h.holders >= 0) sqlite3_str_appendf(js, ",\"kind\":\"shared\",\"holders\":%lld", h.holders);
+    else if (h.has_details) {
+        sqlite3_str_appendall(js, ",\"kind\":");
+        json_text(js, h.kind);
+        sqlite3_str_appendall(js, ",\"host\":");
+        json_text(js, h.host);
+        sqlite3_str_appendf(js, ",\"pid\":%lld,\"app\":", h.pid);
+        json_text(js, h.app);
+        sqlite3_str_appendf(js, ",\"since\":%lld", h.since_ms);
+    }
+    sqlite3_str_appendall(js, "}");
+    rl_holder_clear(&h);
+    int len = sqlite3_str_length(js);
+    char *text = sqlite3_str_finish(js);
+    if (!text) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_text(ctx, text, len, sqlite3_free);
+}
+
 static void fn_version(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     (void)argv;
@@ -311,6 +388,10 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_release_all", 0, fn_release_all},
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
         {"redlock_fence", 1, fn_fence},
+        {"redlock_ping", 0, fn_ping},
+        {"redlock_holder", 1, fn_holder},
+        {"redlock_acquire_shared", 2, fn_acquire_shared}, {"redlock_acquire_shared", 3, fn_acquire_shared},
+        {"redlock_acquire_shared", 4, fn_acquire_shared},
     };
     /* Side effects on the network: never deterministic (SQLite could
      * factor a call out), never from a view or trigger (DIRECTONLY); a

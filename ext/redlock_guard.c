@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redlock_ext.h"
+#include "redlock_state.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -19,8 +19,10 @@ static const char *const guarded_names[REDLOCK_G_COUNT] = {
     [REDLOCK_G_ACQUIRE] = "redlock_acquire",         [REDLOCK_G_LOCK] = "redlock_lock",
     [REDLOCK_G_RELEASE] = "redlock_release",         [REDLOCK_G_RELEASE_ALL] = "redlock_release_all",
     [REDLOCK_G_EXTEND] = "redlock_extend",           [REDLOCK_G_CONFIG] = "redlock_config",
+    [REDLOCK_G_ACQUIRE_SHARED] = "redlock_acquire_shared",
     [REDLOCK_G_ACQUIRE_MANY] = "redlock_acquire_many", [REDLOCK_G_RELEASE_MANY] = "redlock_release_many",
     [REDLOCK_G_DETACH] = "redlock_detach",           [REDLOCK_G_ADOPT] = "redlock_adopt",
+    [REDLOCK_G_PING] = "redlock_ping",               [REDLOCK_G_HOLDER] = "redlock_holder",
 };
 
 #define GUARD_PREFIX "redlock_" /* every guarded name starts so */

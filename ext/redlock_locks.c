@@ -2,7 +2,7 @@
  * connection holds. Rows are copied when a scan starts, so
  * SELECT redlock_release(resource) FROM redlock_locks works.
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_locks.h"
 #include "redlock_vtab.h"
 
 #include <string.h>
@@ -11,10 +11,11 @@ SQLITE_EXTENSION_INIT3
 
 #define LOCKS_SCHEMA                                                                                \
     "CREATE TABLE x(resource TEXT, token TEXT, ttl_ms INTEGER, validity_ms INTEGER, holds INTEGER, " \
-    "fence INTEGER, nodes INTEGER, extensions INTEGER, auto_extend INTEGER, state TEXT, lost_reason TEXT)"
+    "fence INTEGER, nodes INTEGER, extensions INTEGER, auto_extend INTEGER, state TEXT, lost_reason TEXT, "   \
+    "kind TEXT, max_holders INTEGER)"
 
 enum { COL_RESOURCE, COL_TOKEN, COL_TTL, COL_VALIDITY, COL_HOLDS, COL_FENCE, COL_NODES, COL_EXTENSIONS, COL_AUTO,
-       COL_STATE, COL_LOST_REASON };
+       COL_STATE, COL_LOST_REASON, COL_KIND, COL_MAX_HOLDERS };
 
 typedef struct locks_cursor {
     redlock_cursor c;  /* first: n rows, at i */
@@ -78,6 +79,11 @@ static int locks_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
             rl_text_clean(why, sizeof why, h->lost_why, strlen(h->lost_why));
             sqlite3_result_text(ctx, why, -1, SQLITE_TRANSIENT);
         }
+        else sqlite3_result_null(ctx);
+        break;
+    case COL_KIND: sqlite3_result_text(ctx, h->kind == RL_KIND_SHARED ? "shared" : "exclusive", -1, SQLITE_STATIC); break;
+    case COL_MAX_HOLDERS:
+        if (h->kind == RL_KIND_SHARED) sqlite3_result_int64(ctx, h->max_holders);
         else sqlite3_result_null(ctx);
         break;
     }

@@ -4,7 +4,9 @@
 #                   fault for CHECKER_SECONDS (default 10) with 6 worker
 #                   processes on 5 nodes; prints the table fault /
 #                   acquisitions / violations / fences checked; fails when a
-#                   scenario misses its expectation. About 4 minutes.
+#                   scenario misses its expectation. About 4 minutes. Then the
+#                   shared-lock scenarios (sql-tests/checker_shared.py): shared
+#                   and exclusive holders and holder limits under faults.
 #   make mutants    builds the engine with deliberate bugs in build/mutant-*/
 #                   (sql-tests/mutants.py) and runs checker scenarios against
 #                   each: every mutant must be caught, the unchanged baseline
@@ -21,6 +23,7 @@ MUTANT_SECONDS  ?= 5
 checker: deps
 	@$(MAKE) -s redlock.so
 	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_matrix.py $(CHECKER_ARGS)
+	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_shared.py
 
 mutants: deps
 	@$(MAKE) -s redlock.so

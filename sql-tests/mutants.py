@@ -34,6 +34,11 @@ BUILD = os.path.join(REPO, "build")
 # slowed by their links while others are fast.
 SCENARIOS = ["clean", "client_pauses", "client_pauses_idle", "slow_client_links"]
 
+# The shared-lock scenarios (checker_shared.py names) the baseline and the
+# shared-lock mutants run: holder limits k = 2 and 3 under faults.
+SHARED_SCENARIOS = ["limit2_kill9", "limit3_sigstop"]
+SHARED_MUTANTS = {"shared-quorum-majority"}
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -53,12 +58,17 @@ MUTANTS = {
     "extend-revives": (
         "extend re-creates an expired key (and the session no longer refuses an expired lock)",
         [("src/rl_scripts.h",
-          "\"if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \"",
+          "\"if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \" \\\n"
+          "    \"local r = redis.call('pexpire',KEYS[1],ARGV[2]) \"",
           "\"local v = redis.call('get',KEYS[1]) if v and v ~= ARGV[1] then return 0 end \" "
-          "\"if not v then redis.call('set',KEYS[1],ARGV[1]) end \""),
+          "\"if not v then redis.call('set',KEYS[1],ARGV[1]) end \" \\\n"
+          "    \"local r = redis.call('pexpire',KEYS[1],ARGV[2]) \""),
          ("src/rl_session.c",
           "if (ours && left_ms(&s->held[i]) == 0) {",
           "if (ours && left_ms(&s->held[i]) < 0) {")]),
+    "shared-quorum-majority": (
+        "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
+        [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
 }
 
 
@@ -95,12 +105,16 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds):
-    """Runs the scenarios against ext; returns (exit status, MISSED lines, table rows)."""
+def run_scenarios(ext, seconds, shared=False):
+    """Runs the scenarios against ext (shared: the shared-lock ones); returns
+    (exit status, MISSED lines, table rows)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
-                        "--only", ",".join(SCENARIOS)], env=env, capture_output=True, text=True,
-                       timeout=600)
+    if shared:
+        cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
+               "--only", ",".join(SCENARIOS)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     lines = r.stdout.splitlines()
     missed = [x for x in lines if x.startswith("MISSED")]
     rows = [x for x in lines if x.startswith("| ") and not x.startswith("| fault")]
@@ -127,7 +141,12 @@ def main(argv):
     t0 = time.monotonic()
     for name in names:
         ext = build(name)
-        rc, missed, rows = run_scenarios(ext, a.seconds)
+        rc, missed, rows = 0, [], []
+        if name not in SHARED_MUTANTS:
+            rc, missed, rows = run_scenarios(ext, a.seconds)
+        if name in SHARED_MUTANTS or name == "baseline":
+            rc2, missed2, rows2 = run_scenarios(ext, a.seconds, shared=True)
+            rc, missed, rows = rc or rc2, missed + missed2, rows + rows2
         caught = rc != 0
         want_caught = name != "baseline"
         verdict = ("caught" if caught else "NOT CAUGHT") if want_caught else ("passes" if not caught else "FAILS")

@@ -53,7 +53,7 @@ def admin(node, db=0):
 def keys_in(node, db):
     r = admin(node, db)
     try:
-        return sorted(k for k in r.cmd("KEYS", "*") if not k.endswith(":fence"))
+        return sorted(k for k in r.cmd("KEYS", "*") if not k.endswith((":fence", ":holder")))
     finally:
         r.close()
 

@@ -200,6 +200,14 @@ def node_url(ctx):
     return (ctx.c[0].url,)
 
 
+def companion_of(key):
+    """The lock key a fence counter or holder-details key belongs to (else key)."""
+    for suffix in (b":fence", b":holder"):
+        if key.endswith(suffix):
+            return key[:-len(suffix)]
+    return key
+
+
 CASES = [
     # -- ttl_ms ----------------------------------------------------------------
     ("ttl_zero", A2, ("bad:r", 0), Err(TTL_MSG)),
@@ -380,6 +388,31 @@ CASES = [
     ("config_null_name", "SELECT redlock_config(NULL)", (), Err("the setting name must be text")),
     ("config_prefix_too_long", "SELECT redlock_config('key_prefix', ?)", ("p" * 1025,),
      Err("key_prefix must be text of at most 1024 bytes")),
+    # -- observability -------------------------------------------------------------
+    ("holder_null", "SELECT redlock_holder(NULL)", (), Err("resource is NULL")),
+    ("holder_number", "SELECT redlock_holder(7)", (), Err("resource must be text (got a number)")),
+    ("holder_empty", "SELECT redlock_holder('')", (), Err("resource is empty")),
+    ("holder_too_long", "SELECT redlock_holder(?)", ("x" * (LIMIT + 1),), Err("resource is too long")),
+    ("holder_no_arguments", "SELECT redlock_holder()", (),
+     SqlErr("wrong number of arguments to function redlock_holder()")),
+    ("ping_one_argument", "SELECT redlock_ping(1)", (),
+     SqlErr("wrong number of arguments to function redlock_ping()")),
+    ("client_name_too_long", "SELECT redlock_config('client_name', ?)", ("a" * 65,),
+     Err("client_name must be text of at most 64 bytes")),
+    ("client_name_number", "SELECT redlock_config('client_name', 5)", (),
+     Err("client_name takes text, not a whole number")),
+    ("allow_evicting_two", "SELECT redlock_config('allow_evicting_nodes', 2)", (),
+     Err("allow_evicting_nodes must be 0")),
+    ("holder_info_text", "SELECT redlock_config('holder_info', 'on')", (),
+     Err("holder_info takes a whole number, not text")),
+    ("stats_insert", "INSERT INTO redlock_stats(node_id) VALUES (1)", (),
+     SqlErr("table redlock_stats may not be modified")),
+    ("view_holder", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_holder()"),
+     hostile_db("CREATE VIEW v AS SELECT redlock_holder('bad:held')")),
+    ("view_ping", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_ping()"),
+     hostile_db("CREATE VIEW v AS SELECT redlock_ping()")),
+    ("view_stats", "SELECT * FROM v", (), SqlErr('unsafe use of virtual table "redlock_stats"'),
+     hostile_db("CREATE VIEW v AS SELECT * FROM redlock_stats")),
     # -- a database file using the extension (SQLITE_DIRECTONLY) ---------------
     ("view_acquire", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_acquire()"),
      hostile_db("CREATE VIEW v AS SELECT redlock_acquire('bad:view', 10000)"), key_absent("bad:view")),
@@ -537,7 +570,7 @@ def _run(case):
             check(n.pttl(HELD) > 0, "%s: the holder's key lost its expiry on %s" % (what, n.addr))
             allowed = {k if isinstance(k, bytes) else k.encode() for k in {HELD} | ctx.allow}
             stray = [k for k in n.cmd("KEYS", "*", raw=True)
-                     if (k[:-len(b":fence")] if k.endswith(b":fence") else k) not in allowed]
+                     if companion_of(k) not in allowed]
             check(not stray, "%s: keys left on %s: %r" % (what, n.addr, [k[:40] for k in stray]))
     finally:
         if ctx.con is not None:
@@ -546,6 +579,32 @@ def _run(case):
             for f in os.listdir(ctx.tmp):
                 os.unlink(os.path.join(ctx.tmp, f))
             os.rmdir(ctx.tmp)
+
+
+# -- redlock_acquire_shared ---------------------------------------------------
+S4 = "SELECT redlock_acquire_shared(?, ?, ?, ?)"
+MAXH_MSG = "max_holders must be a whole number from 1 to 1000000, or 0 or NULL for no limit"
+CASES += [
+    ("shared_ttl_zero", "SELECT redlock_acquire_shared(?, ?)", ("bad:r", 0), Err(TTL_MSG)),
+    ("shared_ttl_text", "SELECT redlock_acquire_shared(?, ?)", ("bad:r", "10"), Err(TTL_MSG)),
+    ("shared_wait_negative", "SELECT redlock_acquire_shared(?, ?, ?)", ("bad:r", 1000, -1), Err(WAIT_MSG)),
+    ("shared_max_holders_negative", S4, ("bad:r", 1000, 0, -1), Err(MAXH_MSG)),
+    ("shared_max_holders_text", S4, ("bad:r", 1000, 0, "2"), Err(MAXH_MSG)),
+    ("shared_max_holders_fraction", S4, ("bad:r", 1000, 0, 1.5), Err(MAXH_MSG)),
+    ("shared_max_holders_blob", S4, ("bad:r", 1000, 0, b"\x02"), Err(MAXH_MSG)),
+    ("shared_max_holders_huge", S4, ("bad:r", 1000, 0, 2 ** 40), Err(MAXH_MSG)),
+    ("shared_resource_null", "SELECT redlock_acquire_shared(NULL, 1000)", (), Err("resource is NULL")),
+    ("shared_resource_empty", "SELECT redlock_acquire_shared('', 1000)", (), Err("resource is empty")),
+    ("shared_resource_number", "SELECT redlock_acquire_shared(7, 1000)", (), Err("resource must be text")),
+    # the exclusive holder's key is left alone (the table's own check)
+    ("shared_on_held_exclusive", "SELECT redlock_acquire_shared(?, 1000)", (HELD,), Val(None)),
+    ("shared_no_arguments", "SELECT redlock_acquire_shared()", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+    ("shared_one_argument", "SELECT redlock_acquire_shared('bad:r')", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+    ("shared_five_arguments", "SELECT redlock_acquire_shared('bad:r', 1000, 0, 1, 1)", (),
+     SqlErr("wrong number of arguments to function redlock_acquire_shared()")),
+]
 
 
 def test_table_is_complete():

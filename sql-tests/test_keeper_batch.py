@@ -82,5 +82,50 @@ def test_keeper_one_script_call_per_node_per_wakeup():
     con.close()
 
 
+def _members(node, key):
+    """Live shared holders' tokens on one node (the '' member is the limit)."""
+    if node.cmd("TYPE", key) != "zset":
+        return []
+    return sorted(m for m in node.cmd("ZRANGE", key, 0, -1) if m)
+
+
+def test_keeper_batch_with_shared_holds_and_holder_details():
+    """Shared holds are kept alive beside a batch of exclusive locks (their
+    keys are sorted sets the batch's script cannot read), an exclusive lock's
+    holder details live as long as the lock, and a name someone else took
+    as a shared lock since costs only that lock."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c, 1000), auto_extend=1)
+    toks = _take_all(con, 30)
+    rt = h.value(con, "SELECT redlock_acquire_shared('mix-r', ?)", TTL)
+    kt = h.value(con, "SELECT redlock_acquire_shared('mix-k', ?, 0, 2)", TTL)
+    check(rt and kt, "shared holds taken: %r %r" % (rt, kt))
+    # Four extensions take longer than a TTL: what was not extended is gone.
+    h.wait_until(lambda: _all_extended(con, 4), 20, what="every lock and hold extended four times")
+    eq(sorted(set(r["state"] for r in lock_rows(con))), ["held"], "states")
+    for n in c:
+        eq(_members(n, "mix-r"), [rt], "the shared hold mix-r on %s" % n.addr)
+        eq(_members(n, "mix-k"), [kt], "the shared hold mix-k on %s" % n.addr)
+        for res in ("job:1", "job:30"):
+            check(n.pttl(res + ":holder") > 0, "%s's holder details live on %s" % (res, n.addr))
+    # job:3 expires on two nodes and another connection takes it shared there.
+    other = h.connect(c)
+    for n in c.nodes[:2]:
+        n.cmd("DEL", "job:3")
+    check(h.value(other, "SELECT redlock_acquire_shared('job:3', 60000)"), "job:3 taken shared by another")
+    h.wait_until(lambda: _extensions(con)["job:3"][0] == "lost", 10, what="job:3 marked lost")
+    before = {res: e for res, (st, e) in _extensions(con).items()}
+    h.wait_until(lambda: all(e >= before[res] + 3 for res, (st, e) in _extensions(con).items() if res != "job:3"),
+                 20, what="every other lock and hold extended three more times")
+    rows = {r["resource"]: r for r in lock_rows(con)}
+    eq(sorted(res for res, r in rows.items() if r["state"] != "held"), ["job:3"], "locks not held")
+    for res in ("job:1", "job:30"):
+        eq(c.values(res), [toks[res]] * 3, "%s on the nodes" % res)
+    eq(h.value(con, "SELECT redlock_release_all()"), 32, "locks and holds released")
+    eq(h.value(other, "SELECT redlock_release('job:3')"), 1, "the other's shared hold released")
+    con.close()
+    other.close()
+
+
 if __name__ == "__main__":
     sys.exit(_run_directly(globals()))

@@ -31,6 +31,7 @@ REPO = os.path.dirname(HERE)
 PUBLIC_ENGINE_HEADERS = {
     "rl_session.h", "rl_client.h", "rl_lock.h", "rl_settings.h", "rl_endpoint.h",
     "rl_text.h", "rl_random.h", "rl_error.h",
+    "rl_stats.h",  # the counters' plain types, and the percentiles of a copy of them
 }
 
 # Engine struct fields the binding must not read: it asks the engine
@@ -138,17 +139,15 @@ def _describe(cyc):
 
 def check_no_cycle(root):
     g = Graph(root)
-    cyc = g.cycle(g.edges("src"))
+    cyc = g.cycle(g.edges())
     if cyc:
-        raise AssertionError("the engine's module graph has a cycle: " + _describe(cyc))
+        raise AssertionError("the module graph has a cycle: " + _describe(cyc))
 
 
 def check_declared_where_defined(root):
     g = Graph(root)
     wrong = []
     for h in sorted(g.headers):
-        if not h.startswith("src/"):
-            continue
         mod = g.module_of(h)
         for name in DECLARATION.findall(g.files[h]):
             where = g.defined.get(name)

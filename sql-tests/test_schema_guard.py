@@ -51,6 +51,7 @@ PLACES = {
 CALLS = {
     "acquire": ("redlock_acquire('atk', 600000)", "redlock_acquire('job', 10000)"),
     "lock": ("redlock_lock('atk', 600000)", "redlock_lock('job', 10000)"),
+    "acquire_shared": ("redlock_acquire_shared('atk', 600000)", "redlock_acquire_shared('job', 10000)"),
     "config": ("redlock_config('unsafe_test_quorum', 1)", "redlock_config('timeout_ms')"),
     "adopt": ("redlock_adopt('atk', '%s')" % ("a" * 32), "redlock_adopt('job', '%s')" % ("0" * 32)),
 }
@@ -60,7 +61,7 @@ CLEAR_ERRORS = ("redlock: ", "unsafe use of redlock_", "malformed database schem
 
 
 def _stand_ins(db):
-    for name, n in (("redlock_acquire", 2), ("redlock_lock", 2), ("redlock_config", 1),
+    for name, n in (("redlock_acquire", 2), ("redlock_acquire_shared", 2), ("redlock_lock", 2), ("redlock_config", 1),
                     ("redlock_config", 2), ("redlock_release", 1), ("redlock_release", 2),
                     ("redlock_release_all", 0), ("redlock_extend", 2), ("redlock_extend", 3),
                     ("redlock_adopt", 2), ("redlock_detach", 1)):

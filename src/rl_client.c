@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_client.h"
 
+#include <errno.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -13,8 +14,9 @@
 
 /* The text settings, each owned by the client and "" by default. */
 static char **text_settings(rl_settings *s, int i) {
-    char **t[5] = {&s->key_prefix, &s->tls_ca_file, &s->tls_ca_dir, &s->tls_cert_file, &s->tls_key_file};
-    return i < 5 ? t[i] : NULL;
+    char **t[6] = {&s->key_prefix, &s->tls_ca_file, &s->tls_ca_dir, &s->tls_cert_file, &s->tls_key_file,
+                   &s->client_name};
+    return i < 6 ? t[i] : NULL;
 }
 
 static void free_text_settings(rl_settings *s) {
@@ -32,6 +34,16 @@ rl_client *rl_client_new(void) {
         free(c);
         return NULL;
     }
+    /* The program's name (as ps shows it) names the holder by default. */
+    char *app = strdup(program_invocation_short_name ? program_invocation_short_name : "");
+    if (!app) {
+        pthread_mutex_destroy(&c->mu);
+        free_text_settings(&c->set);
+        free(c);
+        return NULL;
+    }
+    free(c->set.client_name);
+    c->set.client_name = app;
     c->next_id = 1;
     return c;
 }
@@ -326,6 +338,8 @@ static const char *state_name(const rl_client *c, const rl_node *node, int64_t n
     if (node->health == RL_HEALTH_DOWN) return "down";
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
+    const char *unfit = rl_client_node_unfit(c, node);
+    if (unfit) return unfit;
     if (node->conn && node->info_known && rl_client_guard_left_us(c, node, now) > 0) return "restarting";
     if (node->health == RL_HEALTH_IDLE) return "idle";
     return "up";
@@ -345,6 +359,19 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out) {
             out->tls_resumed = node->tls.resumed;
             rc = 0;
         }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, char *last_error, size_t errlen) {
+    int rc = -1;
+    pthread_mutex_lock(&c->mu);
+    if (i >= 0 && i < c->n) {
+        *id = c->nodes[i]->id;
+        *out = c->nodes[i]->stats;
+        rl_text_clean(last_error, errlen, c->nodes[i]->last_error, strlen(c->nodes[i]->last_error));
+        rc = 0;
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -428,4 +455,20 @@ int64_t rl_client_guard_left_us(const rl_client *c, const rl_node *node, int64_t
     int64_t need_us = period_ms * 1000 + rl_client_drift_us(c, period_ms);
     int64_t up_us = node->uptime_ms * 1000 + (now_us - node->uptime_at_us);
     return up_us < need_us ? need_us - up_us : 0;
+}
+
+void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, int kind, const char *msg), void *ctx) {
+    c->on_event = fn;
+    c->event_ctx = ctx;
+}
+
+void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg) {
+    if (c->on_event) c->on_event(c->event_ctx, (int)kind, msg);
+}
+
+const char *rl_client_node_unfit(const rl_client *c, const rl_node *node) {
+    if (node->in_cluster && !c->set.allow_cluster_nodes) return "cluster";
+    if (node->maxmemory > 0 && strcmp(node->maxmemory_policy, "noeviction") != 0 && !c->set.allow_evicting_nodes)
+        return "evicting";
+    return NULL;
 }

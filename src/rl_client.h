@@ -15,6 +15,7 @@
 #include "rl_conn.h"
 #include "rl_endpoint.h"
 #include "rl_kind.h"
+#include "rl_stats.h"
 #include "rl_text.h"
 #include "rl_tls.h"
 
@@ -42,10 +43,16 @@ typedef struct rl_node {
     int role_known;         /* ROLE read on the current connection */
     int64_t uptime_ms;      /* the server's uptime as INFO said it, or -1 */
     int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
+    int checks_known;       /* RL_CHECK_* bits read on the current connection */
+    int check_reported;     /* the node was reported refused on this connection */
+    int64_t maxmemory;      /* INFO memory: 0 when unlimited */
+    char maxmemory_policy[32];
+    int in_cluster;         /* INFO cluster: cluster_enabled:1 */
     char last_error[RL_ERR_REASON_MAX];
     uint64_t cfg;           /* which configuration (rl_client.cfg_count when
                                added or last updated) */
     rl_tls_peer tls;        /* TLS nodes: context and session (rl_tls.h) */
+    rl_node_stats stats;    /* what this connection did with the node (rl_stats.h) */
 } rl_node;
 
 typedef struct rl_settings {
@@ -65,6 +72,10 @@ typedef struct rl_settings {
                                      made before its own writes are committed unless 1 */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
+    int64_t allow_evicting_nodes; /* 0: an evicting node's votes do not count */
+    int64_t allow_cluster_nodes;  /* 0: a cluster node's votes do not count */
+    int64_t holder_info;      /* 1: acquisitions write holder details (rl_lock_holder.c) */
+    char *client_name;        /* owned: the app name in holder details */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
 
@@ -74,7 +85,7 @@ typedef struct rl_settings {
     {                                                                                                          \
         .timeout_ms = 50, .retry_delay_ms = 200, .retry_jitter_ms = 100, .drift_factor = 0.01, .fencing = 1,   \
         .fence_ttl_ms = 7LL * 24 * 3600 * 1000, .reconnect_min_ms = 100, .reconnect_max_ms = 5000,            \
-        .tls_verify = 1,                                                                                       \
+        .tls_verify = 1, .holder_info = 1,                                                                     \
     }
 
 /* A recent fenced acquisition, so a late yes with a lower number can still
@@ -104,6 +115,8 @@ typedef struct rl_client {
      * caller's thread, c->mu not held); nonzero ends the wait. NULL: never. */
     int (*cancel)(void *ctx);
     void *cancel_ctx;
+    void (*on_event)(void *ctx, int kind, const char *msg); /* rl_client_set_events */
+    void *event_ctx;
     unsigned tls_gen;    /* counts writes of tls_* settings: contexts built
                             before the last one are rebuilt */
 } rl_client;
@@ -172,6 +185,26 @@ typedef struct rl_node_view {
  * -1 when i is out of range or on OOM. Takes c->mu. */
 int rl_client_node_view(rl_client *c, int i, rl_node_view *out);
 
+/* What the engine tells its owner happened, for operators' logs (one line
+ * each, valid UTF-8, no secret). */
+typedef enum {
+    RL_EVENT_NODE_DOWN = 1, /* a node was marked down */
+    RL_EVENT_NODE_UP,       /* a node marked down answered again */
+    RL_EVENT_LOCK_LOST,     /* the auto-extension thread found a lock lost */
+    RL_EVENT_NO_QUORUM,     /* an acquisition failed for lack of a quorum */
+    RL_EVENT_NODE_REFUSED,  /* a node refused by the node checks (rl_nodecheck.h) */
+} rl_event_kind;
+
+/* Installs the event callback (NULL: none), set once before the client is
+ * used. It may be called on the caller's thread or on the auto-extension
+ * thread, with c->mu or the session's mutex held: it must not call back
+ * into the engine. */
+void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, int kind, const char *msg), void *ctx);
+
+/* Copies node index i's id, statistics and last_error. Returns 0, or -1
+ * when i is out of range. Takes c->mu. */
+int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, char *last_error, size_t errlen);
+
 /* Number of nodes (takes c->mu). */
 int rl_client_node_count(rl_client *c);
 
@@ -185,6 +218,13 @@ void rl_client_forget_after_fork(rl_client *c);
 
 /* The effective timeout of node in microseconds: its own, or the client's. */
 int64_t rl_client_timeout_us(const rl_client *c, const rl_node *node);
+
+/* Reports an event through the owner's callback, if any. */
+void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg);
+
+/* "evicting" or "cluster" when the node checks (rl_nodecheck.h) keep node
+ * out under the present settings, else NULL. */
+const char *rl_client_node_unfit(const rl_client *c, const rl_node *node);
 
 /* Votes needed out of c->n nodes. */
 int rl_client_quorum(const rl_client *c);

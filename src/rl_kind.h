@@ -17,12 +17,17 @@ enum {
     RL_K_WRITEBACK,   /* raise a lagging fence counter */
     RL_K_CLEANUP,     /* compare-and-delete nobody waits for */
     RL_K_CHECK,       /* compare-and-read-PTTL script: is it still ours, for how long */
+    RL_K_ACQUIRE_SHARED, /* add a shared holder (rl_shared.h) */
+    RL_K_MARK,        /* writer-waiting marker; nothing is decided on it */
     RL_K_ACQUIRE_MANY, /* several keys set at once, or none (rl_many.h) */
     RL_K_RELEASE_MANY, /* several compare-and-deletes at once, one answer per key */
+    RL_K_NODECHECK,   /* connection set-up: INFO memory / INFO cluster (rl_nodecheck.h) */
+    RL_K_PING,        /* PING (redlock_ping) */
+    RL_K_HOLDER,      /* read lock and holder details (rl_lock_holder.c) */
     RL_K_EXTEND_MANY, /* compare-and-pexpire of many keys, one script: an answer per key */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */
-#define RL_KIND_IS_SETUP(kind) ((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE)
+#define RL_KIND_IS_SETUP(kind) (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK)
 
 #endif

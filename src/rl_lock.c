@@ -14,17 +14,18 @@
 #include "rl_wait.h"
 
 #define FENCE_SUFFIX ":fence"
+#define HOLDER_SUFFIX ":holder" /* the release and extend scripts name it too */
 
 /* The key (prefix + resource) and the fence counter key; free with keys_free. */
 typedef struct keys {
-    char *key, *fkey, *chan;
-    size_t keylen, fkeylen, chanlen;
+    char *key, *fkey, *chan, *hkey, *mark;
+    size_t keylen, fkeylen, chanlen, hkeylen, marklen;
 } keys;
 
+/* The four names share one allocation, owned by key. */
 static void keys_free(keys *k) {
     free(k->key);
-    free(k->fkey);
-    free(k->chan);
+    k->key = k->fkey = k->chan = k->mark = k->hkey = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -33,20 +34,42 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
-    k->key = malloc(k->keylen + 1);
-    k->fkey = malloc(k->fkeylen + 1);
-    k->chan = malloc(k->chanlen + 1);
-    if (!k->key || !k->fkey || !k->chan) {
-        keys_free(k);
-        return -1;
-    }
+    k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
+    k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
+    k->key = malloc(k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1);
+    if (!k->key) return -1;
+    k->fkey = k->key + k->keylen + 1;
+    k->chan = k->fkey + k->fkeylen + 1;
+    k->mark = k->chan + k->chanlen + 1;
+    k->hkey = k->mark + k->marklen + 1;
+    memcpy(k->hkey, c->set.key_prefix, pl);
+    memcpy(k->hkey + pl, res, reslen);
+    memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
+    k->hkey[k->hkeylen] = '\0';
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
     memcpy(k->fkey + k->keylen, FENCE_SUFFIX, sl);
     memcpy(k->chan, k->key, k->keylen);
     memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
+    memcpy(k->mark, k->key, k->keylen);
+    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX); /* with its NUL */
+    k->key[k->keylen] = k->fkey[k->fkeylen] = k->chan[k->chanlen] = '\0';
     return 0;
+}
+
+/* v (>= 0) in decimal into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. On every acquire, where snprintf cost more than the rest of
+ * building the command. */
+static size_t decimal(char *buf, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v > 0 ? (uint64_t)v : 0;
+    do *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    size_t n = (size_t)(tmp + sizeof tmp - p);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return n;
 }
 
 /* The compare-and-delete command for key k and token into argv/lens: with
@@ -82,7 +105,7 @@ rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t res
 }
 
 /* Shared start of every call: counts, nodes present, resource, keys. */
-static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out) {
     out->nodes = c->n;
     out->quorum = rl_client_quorum(c);
     if (c->n == 0)
@@ -90,6 +113,11 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
                       "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
     if (out->quorum > c->n)
         return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
+    return RL_OK;
+}
+
+static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+    if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
     if (rl_lock_check_resource(c, res, reslen, out) != RL_OK) return out->status;
     *votes = calloc((size_t)c->n, sizeof **votes);
     if (!*votes || keys_make(c, res, reslen, k) != 0) {
@@ -100,16 +128,63 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
+int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
+                  int64_t deadline, rl_outcome *out) {
+    if (subscribed && !*subscribed) {
+        /* From now on a release wakes us; try once more at once, since it
+         * may have come before the subscription did. */
+        *subscribed = 1;
+        if (rl_wait_subscribe(c, key, keylen) > 0) return woken;
+    }
+    int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
+                                  c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
+    /* Woken by a release, we got some nodes but not a quorum: the waiters
+     * woken with us split the nodes. Once per release, try again after a
+     * short random pause instead of a whole retry delay. */
+    if (woken && got_some) d = rl_random_between(0, 5000);
+    if (d < 0) d = 0;
+    if (now + d > deadline) d = deadline - now;
+    woken = rl_wait_for_release(c, key, keylen, d); /* drops c->mu while it waits */
+    if (woken < 0) {
+        /* Every failed attempt is cleaned up before the pause: nothing is held. */
+        finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
+        return -1;
+    }
+    if (c->n != out->nodes) {
+        finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
+        return -1;
+    }
+    return woken;
+}
+
+rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out) {
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
+        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
+    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
+        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    return RL_OK;
+}
+
+rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    if (rl_token_new(token) == 0) return RL_OK;
+    return finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
+}
+
+int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms) {
+    if (c->set.fence_ttl_ms <= 0) return 0;
+    return c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms;
+}
+
 /* Validity in µs of a lock set for ttl_ms by an attempt that ran from
  * start_us to end_us: the TTL less the time the attempt took and the drift
  * allowance. */
-static int64_t validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
+int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
     return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);
 }
 
 /* A TTL within the clock drift allowance can never leave a positive
  * validity: refuse it up front instead of failing every attempt. */
-static rl_status check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
+rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out) {
     if (ttl_ms * 1000 > rl_client_drift_us(c, ttl_ms)) return RL_OK;
     int64_t least = ttl_ms;
     while (least * 1000 <= rl_client_drift_us(c, least)) least++;
@@ -125,8 +200,15 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
     out->fail = r->fail;
 }
 
+void rl_lock_too_slow(const rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out) {
+    count_votes(out, r);
+    finish(out, RL_NO_QUORUM,
+           "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
+           (long long)((end_us - r->start_us) / 1000), (long long)ttl_ms);
+}
+
 /* The outcome of a round that did not reach a quorum of yes votes. */
-static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out, const char *what) {
+rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what) {
     count_votes(out, r);
     /* Acquire: a quorum answered, so the lock is held elsewhere. Release and
      * extend: "not ours" only when the no votes alone leave no room for a
@@ -140,6 +222,25 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
     return RL_NO_QUORUM;
 }
 
+/* An exclusive acquirer about to wait tells the nodes where the name is
+ * held shared to let no new shared holder in (rl_shared.h) until its next
+ * try: the marker lives the longest retry delay plus two rounds on the
+ * slowest node, so one left by a waiter that gives up soon goes. One round;
+ * its votes decide nothing. Caller holds c->mu. */
+static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
+    int64_t slowest = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
+        if (t > slowest) slowest = t;
+    }
+    char px[32];
+    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_WAITING, "2", k->key, k->mark, px};
+    size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_WAITING - 1, 1, k->keylen, k->marklen, strlen(px)};
+    rl_round r = {.kind = RL_K_MARK, .argc = 6, .argv = argv, .lens = lens, .quorum = c->n, .votes = votes};
+    rl_round_run(c, &r);
+}
+
 /* After a successful fenced round r: raises the lagging counters of the
  * nodes that said yes with a lower number than fence (waiting, bounded by
  * their timeouts) and remembers the round so late yes replies get the same.
@@ -148,14 +249,18 @@ static rl_status not_done(const rl_client *c, const rl_round *r, rl_outcome *out
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    int stored = 0;
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
+    if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0, stored = 0;
+    int lagging = 0;
     for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        if (r->votes[i].value >= fence) stored++;
-        else if (only) only[i] = 1, lagging++;
+        if (r->votes[i].state != RL_V_YES || r->votes[i].value >= fence) continue;
+        if (only) only[i] = 1;
+        lagging++;
     }
     if (lagging && votes && only) {
         rl_fence_cmd w;
@@ -173,18 +278,23 @@ static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long 
     return stored;
 }
 
+/* Tells the owner (rl_client_event) that an acquisition failed for lack of a quorum. */
+static void report_no_quorum(const rl_client *c, const char *res, size_t reslen, const rl_outcome *out) {
+    char name[72], msg[sizeof out->msg + 128];
+    snprintf(msg, sizeof msg, "redlock: could not lock '%s': %s", rl_text_excerpt(name, sizeof name, res, reslen, 64),
+             out->msg);
+    rl_client_event(c, RL_EVENT_NO_QUORUM, msg);
+}
+
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     token[0] = '\0';
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
-        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
-    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    if (rl_lock_check_times(ttl_ms, wait_ms, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
+    if (rl_lock_check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
         pthread_mutex_unlock(&c->mu);
         return out->status;
     }
@@ -193,19 +303,14 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     int subscribed = 0, woken = 0;
     for (;;) {
         out->attempts++;
-        if (rl_token_new(token) != 0) {
-            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
-            break;
-        }
-        int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
+        if (rl_lock_new_token(token, out) != RL_OK) break;
+        int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
         char ttl[32], fttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        size_t ttllen = decimal(ttl, ttl_ms), fttllen = decimal(fttl, fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
-        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, strlen(ttl)};
+        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
         const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
-        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, strlen(ttl),
-                           strlen(fttl)};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
                       .argc = fenced ? 8 : 6,
@@ -216,9 +321,26 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .secret = token,
                       .secretlen = RL_TOKEN_LEN,
                       .votes = votes};
+        char details[RL_HOLDER_DETAILS_MAX];
+        const char *h_argv[10];
+        size_t h_lens[10];
+        if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
+            size_t dlen = rl_holder_details(c, details, sizeof details);
+            const char *a[10] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "2", k.key, k.hkey,
+                                 fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
+                                 details, fttl};
+            size_t l[10] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen, k.hkeylen,
+                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : strlen(ttl),
+                            fenced ? strlen(ttl) : dlen, dlen, strlen(fttl)};
+            memcpy(h_argv, a, sizeof a);
+            memcpy(h_lens, l, sizeof l);
+            r.argc = fenced ? 10 : 8;
+            r.argv = h_argv;
+            r.lens = h_lens;
+        }
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
-        int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
+        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
         int stored = 0;
         char wb_why[RL_ERR_MAX] = "";
@@ -228,7 +350,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             /* The number is ours to hand out only once a quorum stores it. */
             stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
-            validity = validity_us(c, ttl_ms, r.start_us, end_us);
+            validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
@@ -250,42 +372,22 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                    "and the lock was given back: %s",
                    fence, stored, out->quorum, wb_why);
         } else if (r.yes >= out->quorum) {
-            count_votes(out, &r);
-            finish(out, RL_NO_QUORUM,
-                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
-                   (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
+            rl_lock_too_slow(&r, end_us, ttl_ms, out);
         } else {
-            not_done(c, &r, out, "held elsewhere");
+            rl_lock_not_done(c, &r, out, "held elsewhere");
         }
         int64_t now = rl_now_us();
         if (now >= deadline) break;
-        if (!subscribed) {
-            /* From now on a release wakes us; try once more at once, since it
-             * may have come before the subscription did. */
-            subscribed = 1;
-            if (rl_wait_subscribe(c, k.key, k.keylen) > 0) continue;
+        if (r.no > 0) {
+            mark_writer_waiting(c, &k, votes);
+            now = rl_now_us();
         }
-        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
-                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
-        /* Woken by a release, we got some nodes but not a quorum: the waiters
-         * woken with us split the nodes. Once per release, try again after a
-         * short random pause instead of a whole retry delay. */
-        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
-        if (d < 0) d = 0;
-        if (now + d > deadline) d = deadline - now;
-        woken = rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
-        if (woken < 0) {
-            /* The failed attempt above was cleaned up already: nothing is held. */
-            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
-            break;
-        }
-        if (c->n != out->nodes) {
-            finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
-            break;
-        }
+        woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
+        if (woken < 0) break;
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
+    if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
     keys_free(&k);
@@ -333,7 +435,7 @@ static void release_body(rl_client *c, const keys *k, const char *token, size_t 
         count_votes(out, &r);
         out->status = RL_OK;
     } else {
-        not_done(c, &r, out, "not held with this token");
+        rl_lock_not_done(c, &r, out, "not held with this token");
     }
 }
 
@@ -342,28 +444,46 @@ rl_status rl_lock_release(rl_client *c, const char *res, size_t reslen, const ch
     return by_token(c, res, reslen, token, toklen, out, release_body, NULL);
 }
 
+/* What check_body needs and reports: the quorum; ms left and the kind (see rl_lock_check). */
+typedef struct check_result {
+    int64_t ttl_left_ms, shared_k;
+    int quorum; /* yes votes needed; 0: the client's majority */
+} check_result;
+
+#define CHECK_KIND_SHIFT 32 /* RL_SCRIPT_CHECK: (max_holders + 1) << 32 marks a shared holder */
+
 static void check_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes, rl_outcome *out,
                        void *arg) {
-    int64_t *ttl_left_ms = arg;
+    check_result *res = arg;
     const char *argv[] = {"EVAL", RL_SCRIPT_CHECK, "1", k->key, token};
     size_t lens[] = {4, sizeof RL_SCRIPT_CHECK - 1, 1, k->keylen, toklen};
+    if (res->quorum > out->quorum) out->quorum = res->quorum;
     rl_round r = {.kind = RL_K_CHECK, .argc = 5, .argv = argv, .lens = lens, .quorum = out->quorum,
                   .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
     rl_round_run(c, &r);
     count_votes(out, &r);
     if (r.yes < out->quorum) {
-        not_done(c, &r, out, "not held with this token");
+        rl_lock_not_done(c, &r, out, "not held with this token");
         return;
     }
     /* Every yes node keeps the key at least its PTTL from the round's
      * start; the least of them is how long a quorum surely has it. */
     int64_t least = 0;
-    for (int i = 0; i < c->n; i++)
-        if (votes[i].state == RL_V_YES && (least == 0 || votes[i].value < least)) least = votes[i].value;
-    int64_t validity = validity_us(c, least, r.start_us, r.end_us);
+    res->shared_k = -1;
+    for (int i = 0; i < c->n; i++) {
+        if (votes[i].state != RL_V_YES) continue;
+        int64_t ms = votes[i].value & ((1LL << CHECK_KIND_SHIFT) - 1), kind = votes[i].value >> CHECK_KIND_SHIFT;
+        if (kind > 0 && kind - 1 > res->shared_k) res->shared_k = kind - 1;
+        if (least == 0 || ms < least) least = ms;
+    }
+    /* A PTTL beyond any TTL set here (another client's PEXPIRE, a hostile
+     * node) would overflow the µs arithmetic; the key lives at least the
+     * longest TTL, so that is a safe lower bound. */
+    if (least > RL_TTL_MAX_MS) least = RL_TTL_MAX_MS;
+    int64_t validity = rl_lock_validity_us(c, least, r.start_us, r.end_us);
     if (least > c->max_ttl_ms) c->max_ttl_ms = least;
     if (validity > 0) {
-        *ttl_left_ms = least;
+        res->ttl_left_ms = least;
         out->validity_ms = validity / 1000;
         out->valid_until_us = r.end_us + validity;
         out->status = RL_OK;
@@ -373,14 +493,22 @@ static void check_body(rl_client *c, const keys *k, const char *token, size_t to
     }
 }
 
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out) {
-    *ttl_left_ms = 0;
-    return by_token(c, res, reslen, token, toklen, out, check_body, ttl_left_ms);
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out) {
+    check_result r = {0, -1, quorum};
+    rl_status st = by_token(c, res, reslen, token, toklen, out, check_body, &r);
+    *ttl_left_ms = r.ttl_left_ms;
+    *shared_k = r.shared_k;
+    return st;
 }
 
 rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                          int64_t ttl_ms, rl_outcome *out) {
+    return rl_lock_extend_with(c, res, reslen, token, toklen, ttl_ms, NULL, 0, out);
+}
+
+rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                              int64_t ttl_ms, const char *limit, int quorum, rl_outcome *out) {
     memset(out, 0, sizeof *out);
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
         return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
@@ -388,19 +516,31 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
-    if (check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+    if (rl_lock_check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+        if (quorum > 0 && c->set.unsafe_test_quorum <= 0) out->quorum = quorum;
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         int fenced = c->set.fencing != 0;
-        const char *argv[] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key, fenced ? k.fkey : token,
-                              fenced ? token : ttl, ttl};
-        size_t lens[] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, fenced ? k.fkeylen : toklen,
-                         fenced ? toklen : strlen(ttl), strlen(ttl)};
-        rl_round r = {.kind = RL_K_EXTEND, .argc = fenced ? 7 : 6, .argv = argv, .lens = lens, .quorum = out->quorum,
+        const char *argv[8] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
+        size_t lens[8] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
+        int argc = 4;
+        if (fenced) {
+            argv[argc] = k.fkey;
+            lens[argc++] = k.fkeylen;
+        }
+        argv[argc] = token;
+        lens[argc++] = toklen;
+        argv[argc] = ttl;
+        lens[argc++] = strlen(ttl);
+        if (limit) {
+            argv[argc] = limit;
+            lens[argc++] = strlen(limit);
+        }
+        rl_round r = {.kind = RL_K_EXTEND, .argc = argc, .argv = argv, .lens = lens, .quorum = out->quorum,
                       .guard_applies = 1, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
         rl_round_run(c, &r);
-        int64_t validity = validity_us(c, ttl_ms, r.start_us, r.end_us);
+        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, r.end_us);
         count_votes(out, &r);
         if (r.yes >= out->quorum && validity > 0) {
             out->validity_ms = validity / 1000;
@@ -411,7 +551,7 @@ rl_status rl_lock_extend(rl_client *c, const char *res, size_t reslen, const cha
                 finish(out, RL_REFUSED, "extending took %lld ms, which used up the new validity",
                        (long long)((r.end_us - r.start_us) / 1000));
             else
-                not_done(c, &r, out, "lock lost");
+                rl_lock_not_done(c, &r, out, "lock lost");
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             if (out->status == RL_REFUSED) {
                 const char *rel_argv[6];
@@ -476,7 +616,7 @@ static void item_outcome(rl_client *c, const rl_round *r, rl_extend_item *it, in
     it->yes = yes;
     it->no = no;
     it->fail = fail;
-    int64_t validity = validity_us(c, it->ttl_ms, r->start_us, r->end_us);
+    int64_t validity = rl_lock_validity_us(c, it->ttl_ms, r->start_us, r->end_us);
     if (yes >= quorum && validity > 0) {
         it->status = RL_OK;
         it->validity_ms = validity / 1000;
@@ -531,7 +671,7 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
         st = items_fail(items, n, RL_NOMEM, "out of memory");
     } else {
         for (int k = 0; k < n; k++) {
-            if (check_ttl(c, items[k].ttl_ms, &tmp) != RL_OK) {
+            if (rl_lock_check_ttl(c, items[k].ttl_ms, &tmp) != RL_OK) {
                 st = items_fail(items, n, RL_MISUSE, "a ttl_ms is within the clock drift allowance");
                 break;
             }

@@ -12,9 +12,13 @@
 #include "rl_error.h"
 #include "rl_random.h"
 
+struct rl_round;
+
 #define RL_RESOURCE_MAX 65536        /* bytes, key prefix included */
 #define RL_TTL_MAX_MS 2147483647LL   /* about 24.8 days */
 #define RL_WAIT_MAX_MS 86400000LL    /* one day */
+#define RL_SHARED_MAX_HOLDERS 1000000 /* largest max_holders of a shared lock (rl_shared.h); 0: no limit */
+#define RL_WRITER_SUFFIX ":writer-waiting" /* marker of a waiting exclusive acquirer (rl_shared.h) */
 #define RL_TOKEN_ARG_MAX 1024        /* bytes of a token argument: far above RL_TOKEN_LEN, so a
                                         token from a future version still reaches the nodes */
 
@@ -80,16 +84,115 @@ typedef struct rl_extend_item {
  * RL_NOMEM for all of them (each item says why). Caller must not hold c->mu. */
 rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op);
 
+/* As rl_lock_extend, for a shared lock: limit is the max_holders it was
+ * taken with as text (the node refuses another), quorum the yes votes
+ * needed (0: the client's quorum; unsafe_test_quorum wins over it). */
+rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
+                              int64_t ttl_ms, const char *limit, int quorum, rl_outcome *out);
+
+/* For rl_shared, which runs its own rounds the same way: the validity of
+ * a lock of ttl_ms set by an attempt from start_us to end_us; the TTL
+ * check (RL_OK or RL_MISUSE); the outcome of a round short of a quorum
+ * (out->nodes and out->quorum set). */
+int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us);
+rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out);
+rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what);
+
 /* Asks every node whether the key still holds token and for how long, and
- * changes nothing. RL_OK when it does on a quorum, with the validity that
- * the least PTTL of the yes votes leaves (computed as for acquire: less the
- * time the call took and the drift allowance for that PTTL) and that PTTL
- * in *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
- * left. */
-rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
-                        int64_t *ttl_left_ms, rl_outcome *out);
+ * changes nothing. RL_OK when it does on quorum nodes (0: the client's
+ * majority), with the validity that the least PTTL of the yes votes (at
+ * most RL_TTL_MAX_MS) leaves (computed as for acquire: less the time the
+ * call took and the drift allowance for that PTTL) and that PTTL in
+ * *ttl_left_ms; RL_REFUSED when not ours on a quorum or no validity is
+ * left. *shared_k is -1 when the token holds the key itself (an exclusive
+ * lock), else the max_holders (0: none) of the shared lock whose holder it
+ * is. */
+rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
+                        int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
+
+/* The pause between two attempts of an acquire that waits (rl_shared and
+ * rl_many wait the same way). With subscribed (NULL: the caller subscribes
+ * itself) still 0, it first subscribes to key's releases and, when that
+ * worked, returns at once (a release may have come before the
+ * subscription did). Otherwise it waits a random retry delay, or a short
+ * one when a release woke the last pause and this attempt got some yes
+ * votes (the waiters woken with us split the nodes), cut at deadline and
+ * ended early by a release of key. Returns 1 when a release woke it, 0
+ * when the delay ran out (woken unchanged when it only subscribed), -1
+ * when the acquire must stop (out says why: interrupted, or the node list
+ * changed). Caller holds c->mu, which is dropped while it waits. */
+int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
+                  int64_t deadline, rl_outcome *out);
+
+/* Sets out->nodes and out->quorum; RL_OK, or RL_MISUSE with out->msg when
+ * no node is configured or unsafe_test_quorum exceeds the nodes. */
+rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out);
+
+/* RL_OK, or RL_MISUSE with out->msg when ttl_ms or wait_ms is out of its
+ * range (every acquire checks both the same way). */
+rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out);
+
+/* The outcome of an attempt that had a quorum of yes votes but took so
+ * long (from r's start to end_us) that no validity was left. */
+void rl_lock_too_slow(const struct rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out);
+
+/* A fresh token for one attempt; RL_NO_QUORUM with out->msg when the
+ * kernel gave no random bytes. */
+rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* How long a fence counter lives after an acquire of ttl_ms: 0 (for ever)
+ * when fence_ttl_ms is 0, else at least as long as the lock. */
+int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms);
 
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
+
+/* ---- who holds a lock (rl_lock_holder.c) ----
+ * Each acquisition with the setting holder_info on writes, in the same
+ * script as the lock key and with the same PX, a companion key
+ * "<key>:holder" (named like the fence counter) with this host, pid,
+ * application name (client_name), the wall-clock time of the acquisition
+ * and the kind of lock: never the token. A release deletes it with the
+ * lock and an extension gives it the lock's new TTL. rl_lock_holder reads
+ * both keys from every node and reports the lock only when a quorum holds
+ * the same value (compared by SHA1, so no token leaves the nodes). */
+
+/* The details as stored: "redlock1" and five fields, separated by 0x1f. */
+#define RL_HOLDER_DETAILS_MAX 256
+#define RL_HOLDER_TEXT_MAX 64   /* bytes of host and app kept */
+
+/* This process's details, for an acquisition now, into buf; their length. */
+size_t rl_holder_details(const rl_client *c, char *buf, size_t buflen);
+
+typedef struct rl_holder {
+    int held;               /* a quorum holds the same lock */
+    int64_t ttl_ms;         /* the smallest PTTL over those nodes; -1: a key without expiry */
+    int nnodes;
+    int64_t *node_ids;      /* owned (rl_holder_clear): the nodes that hold it */
+    int has_details;        /* the lock was taken with holder details */
+    char host[RL_HOLDER_TEXT_MAX + 4];
+    char app[RL_HOLDER_TEXT_MAX + 4];
+    long long pid;
+    long long since_ms;     /* Unix ms of the acquisition */
+    char kind[16];
+    long long holders;      /* a shared lock: the fewest live holders over its
+                               nodes; -1 for an exclusive lock */
+} rl_holder;
+
+void rl_holder_clear(rl_holder *h);
+
+/* Reads who holds res on every node (waiting for each answer or its
+ * timeout). RL_OK with out filled (out->held 0: free, or not held on a
+ * quorum), RL_NO_QUORUM when fewer than a quorum answered, RL_MISUSE for a
+ * bad name or no nodes, RL_NOMEM. Takes c->mu. */
+rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder *out, rl_outcome *o);
+
+/* ---- rl_lock_ping.c ---- */
+
+/* Sends PING to every node at once (a node marked down is tried again
+ * now, whatever its backoff, unless a stalled connection of it still owes
+ * replies) and waits for each answer or its timeout. Returns how many
+ * nodes answered PONG, -1 on OOM. Takes c->mu. */
+int rl_lock_ping(rl_client *c);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_nodecheck.h"
 #include "rl_random.h"
 #include "rl_text.h"
 
@@ -68,6 +69,9 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *role[1] = {"ROLE"};
     rc |= send_setup(conn, op, RL_K_INFO, deadline_us, 2, info);
     rc |= send_setup(conn, op, RL_K_ROLE, deadline_us, 1, role);
+    const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
+    rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
+    rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
     if (rc != 0) {
         rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
@@ -78,6 +82,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
     node->info_known = node->role_known = 0;
+    node->checks_known = node->check_reported = 0;
     return 0;
 }
 
@@ -104,37 +109,35 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     node->backoff_ms = b;
     /* Up to a quarter less, so many clients do not reconnect in step. */
     node->retry_at_us = now + rl_random_between(b * 750, b * 1000);
+    int was_down = node->health == RL_HEALTH_DOWN;
     node->health = RL_HEALTH_DOWN;
     snprintf(node->last_error, sizeof node->last_error, "%s", why);
+    if (!was_down) {
+        RL_COUNT(node->stats.down);
+        char name[320], msg[640];
+        rl_node_name(node, name, sizeof name);
+        snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);
+        rl_client_event(c, RL_EVENT_NODE_DOWN, msg);
+    }
 }
 
-void rl_node_mark_up(rl_node *node) {
+void rl_node_mark_up(rl_client *c, rl_node *node) {
+    if (node->health == RL_HEALTH_DOWN) {
+        char name[320], msg[400];
+        rl_node_name(node, name, sizeof name);
+        snprintf(msg, sizeof msg, "redlock: %s is back up", name);
+        rl_client_event(c, RL_EVENT_NODE_UP, msg);
+    }
     if (node->health != RL_HEALTH_UP) node->last_error[0] = '\0';
     node->health = RL_HEALTH_UP;
     node->backoff_ms = 0;
     node->retry_at_us = 0;
 }
 
-/* Finds "name:value\r\n" in an INFO text; copies value into out. */
-static int info_field(const char *text, const char *name, char *out, size_t outlen) {
-    size_t nl = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            size_t k = strcspn(v, "\r\n");
-            if (k >= outlen) k = outlen - 1;
-            memcpy(out, v, k);
-            out[k] = '\0';
-            return 0;
-        }
-    }
-    return -1;
-}
-
 static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
-    if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
+    if (rl_nodecheck_info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
     char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
     rl_text_clean(shown, 13, run_id, strlen(run_id));
     /* A run_id other than the one this node had means a restart that this
@@ -147,7 +150,7 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
      * this connection too. A server that restarted has a new run_id and a
      * new uptime: what its new connection reads replaces the old. */
     node->uptime_ms = -1;
-    if (info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
+    if (rl_nodecheck_info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
         long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
         if (up_s < 0) up_s = 0;
         if (up_s > 10000000000LL) up_s = 10000000000LL; /* 300 years: far above any TTL, and no overflow below */
@@ -223,6 +226,19 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     case RL_K_INFO:
         if (!is_err) on_info(c, node, r);
         break;
+    case RL_K_NODECHECK:
+        if (!is_err && rl_nodecheck_on_info(c, node, r)) {
+            /* short: log lines are cut at about 200 bytes */
+            char name[320], msg[600];
+            rl_node_name(node, name, sizeof name);
+            if (node->in_cluster && !c->set.allow_cluster_nodes)
+                snprintf(msg, sizeof msg, "redlock: %s refused: cluster_enabled:1 (allow_cluster_nodes is 0)", name);
+            else
+                snprintf(msg, sizeof msg, "redlock: %s refused: evicts keys (maxmemory-policy %s; allow_evicting_nodes is 0)",
+                         name, node->maxmemory_policy);
+            rl_client_event(c, RL_EVENT_NODE_REFUSED, msg);
+        }
+        break;
     case RL_K_ROLE:
         if (!is_err && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->str) {
             node->role_known = 1;
@@ -240,7 +256,7 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
 }
 
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
-    if (!node->info_known || !node->role_known) {
+    if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
         return 1;
@@ -253,6 +269,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
+    if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
     int64_t left = guard_applies ? rl_client_guard_left_us(c, node, rl_now_us()) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");

@@ -27,7 +27,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
 void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
 
 /* Marks node up after a timely reply. */
-void rl_node_mark_up(rl_node *node);
+void rl_node_mark_up(rl_client *c, rl_node *node);
 
 /* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);

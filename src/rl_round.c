@@ -11,6 +11,7 @@
 
 #include "rl_clock.h"
 #include "rl_fence.h"
+#include "rl_nodecheck.h"
 
 /* How many commands a stalled connection may owe before it takes no more
  * cleanups. The cleanups that matter (for SETs queued on it before it
@@ -26,7 +27,11 @@ static int stale_takes_cleanup(const rl_node *node) {
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
-    if (why && why != v->why) snprintf(v->why, sizeof v->why, "%s", why);
+    if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
+        size_t n = strnlen(why, sizeof v->why - 1);
+        memcpy(v->why, why, n);
+        v->why[n] = '\0';
+    }
     if (state == RL_V_YES) r->yes++;
     else if (state == RL_V_NO) r->no++;
     else r->fail++;
@@ -55,9 +60,17 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
     return 0;
 }
 
+/* Whether last_error holds a standing reason (duplicate, replica, a node
+ * check) that a good answer must not wipe. */
+static int keeps_reason(const rl_client *c, const rl_node *node) {
+    return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
+}
+
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
-    rl_node_mark_up(node);
+    rl_node_mark_up(c, node);
+    if (!RL_KIND_IS_SETUP(tag->kind)) /* sent when its deadline was set (rl_round_run) */
+        rl_stats_latency(&node->stats, rl_now_us() - (tag->deadline_us - rl_client_timeout_us(c, node)));
     if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
@@ -71,9 +84,14 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
+        if (tag->kind != RL_K_CLEANUP && tag->kind != RL_K_PING) { /* a vote that came after the decision */
+            if (state == RL_V_YES) RL_COUNT(node->stats.yes);
+            else if (state == RL_V_NO) RL_COUNT(node->stats.no);
+            else RL_COUNT(node->stats.errors);
+        }
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
         if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-        else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
+        else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
     }
@@ -82,6 +100,11 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
     sec.withhold = r->withhold;
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
+    if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it */
+        if (state == RL_V_FAIL && !node->auth_failed) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        set_vote(r, v, state, why);
+        return;
+    }
     if (state == RL_V_YES && r->nitems > 0)
         state = rl_vote_items(rep, r->items + (size_t)i * (size_t)r->nitems, r->nitems, why, sizeof why);
     /* A duplicate's or replica's answer is about another server's data: neither its
@@ -90,6 +113,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
         rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
+    /* A node that cannot keep locks (evicting, cluster): no answer of its
+     * counts, and the reason given is the check, not what it said. */
+    if (rl_nodecheck_blocked(c, node, why, sizeof why)) state = RL_V_FAIL, blocked = 1;
     if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A connection whose AUTH or SELECT failed is not the user
@@ -102,7 +128,10 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)
         state = RL_V_FAIL;
     if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-    else if (!node->duplicate_of && !node->is_replica) node->last_error[0] = '\0';
+    else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
+    if (state == RL_V_YES) RL_COUNT(node->stats.yes);
+    else if (state == RL_V_NO) RL_COUNT(node->stats.no);
+    else RL_COUNT(node->stats.errors);
     set_vote(r, v, state, why);
     r->blocked += blocked;
 }
@@ -133,6 +162,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
         rl_conn *conn = node->conn;
         if (!conn) continue;
         if (conn->broken) {
+            if (conn->count > 0) RL_COUNT(node->stats.errors); /* replies owed that will never come */
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
@@ -144,6 +174,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_client_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
+            RL_COUNT(node->stats.timeouts);
             rl_node_mark_down(c, node, why, 1);
             fail_pending(r, i, why, 1);
         }
@@ -302,11 +333,14 @@ void rl_round_run(rl_client *c, rl_round *r) {
          * not block), and validity is still measured from r->start_us. */
         int64_t deadline = now + rl_client_timeout_us(c, node);
         if (!node->conn && rl_node_connect(c, node, op, deadline) != 0) {
+            if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
+        RL_COUNT(node->stats.calls);
         if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
+            if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
             rl_node_mark_down(c, node, why, 0);

@@ -5,45 +5,136 @@
 #ifndef RL_SCRIPTS_H
 #define RL_SCRIPTS_H
 
+/* The node's own clock in ms, for the scripts that keep shared holders'
+ * expiries (Redis 7 replicates a script's effects, so TIME is allowed). */
+#define RL_LUA_NOW \
+    "local tm = redis.call('time') local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) "
+
+/* A shared lock's key is a sorted set: member token -> expiry (ms, node
+ * clock), plus the member '' whose score is -1 - max_holders (0: no
+ * limit). Drops expired holders; deletes the key when none is left, else
+ * makes it live as long as its last holder. Needs `now`. */
+#define RL_LUA_SHARED_TIDY \
+    "local function tidy() redis.call('zremrangebyscore',KEYS[1],0,now) " \
+    "local last = redis.call('zrange',KEYS[1],-1,-1,'withscores') " \
+    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1]) return 0 end " \
+    "redis.call('pexpireat',KEYS[1],last[2]) return 1 end "
+
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
- * waiters on (rl_wait.h). 1 when our key was deleted, else 0. Cleanups
- * after a failed attempt give no channel, so waiters do not wake each
- * other for nothing. */
+ * waiters on (rl_wait.h). 1 when our key (a string holding the token) or
+ * our live member of a shared lock was deleted, else 0 (an exclusive
+ * lock's holder details, KEYS[1]..':holder' (rl_lock_holder.c), go with it:
+ * a name derived here, as only standalone masters vote); a key of any other
+ * type is never touched. Cleanups after a failed attempt give no channel,
+ * so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
+    "local ty = redis.call('type',KEYS[1]).ok " \
+    "if ty == 'string' then " \
     "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
-    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end"
+    "redis.call('del',KEYS[1] .. ':holder') " \
+    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end end " \
+    "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
+    RL_LUA_NOW RL_LUA_SHARED_TIDY \
+    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
+    "if not sc then tidy() return 0 end " \
+    "redis.call('zrem',KEYS[1],ARGV[1]) tidy() " \
+    "if tonumber(sc) <= now then return 0 end " \
+    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1"
 
 /* KEYS[1] lock key, KEYS[2] (with fencing) the fence counter; ARGV[1]
- * token, ARGV[2] ttl ms. 1 when our key got the new TTL; 0 when the key is
- * gone or not ours: it is never re-created. A counter that would expire
- * before the lock is made to live as long, so the next holder's number is
- * still higher. */
+ * token, ARGV[2] ttl ms, ARGV[3] (shared locks) the max_holders the caller
+ * took it with. 1 when our key got the new TTL; 0 when the key is gone or
+ * not ours: it is never re-created. A counter that would expire before the
+ * lock is made to live as long, so the next holder's number is still
+ * higher. On a shared lock (sorted set) our live member gets the new
+ * expiry on the node's clock; a holder limit other than ARGV[3] is an
+ * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
-    "if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
+    "local ty = redis.call('type',KEYS[1]).ok " \
+    "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
+    RL_LUA_NOW RL_LUA_SHARED_TIDY \
+    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
+    "if not sc or tonumber(sc) <= now then redis.call('zrem',KEYS[1],ARGV[1]) tidy() return 0 end " \
+    "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
+    "if k > 0 and tostring(k) ~= ARGV[3] then return redis.error_reply('this shared lock has max_holders ' " \
+    ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
+    "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
+    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
+    "redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) " \
     "if KEYS[2] then local t = redis.call('pttl',KEYS[2]) " \
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
 
-/* Many locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n] the lock
- * keys, then (with fencing) KEYS[n+1..2n] their fence counters; ARGV[1..n]
- * the tokens, ARGV[n+1..2n] the TTLs in ms. An array of n integers: 1 where
- * that key held its own token and got its TTL, 0 where it is gone or not
- * ours (never re-created). */
+/* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
+ * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters;
+ * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms. An array of n
+ * integers: 1 where that key held its own token and got its TTL (its
+ * holder details, KEYS[i]..':holder', too), 0 where it is gone, not ours,
+ * or not a string (a shared lock someone took on the name since: no error,
+ * so the other keys of the call are still extended); never re-created.
+ * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
     "local n = #ARGV / 2 local f = #KEYS > n local out = {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
-    "if redis.call('get',KEYS[i]) == ARGV[i] then out[i] = redis.call('pexpire',KEYS[i],t) " \
+    "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
+    "out[i] = redis.call('pexpire',KEYS[i],t) redis.call('pexpire',KEYS[i] .. ':holder',t) " \
     "if f then local p = redis.call('pttl',KEYS[n + i]) " \
     "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
     "else out[i] = 0 end end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
- * token, else 0. Reads only: the lock is neither lengthened nor shortened.
+ * token, else 0; on a shared lock, the ms its holder with the token has
+ * left on the node's clock (0 when gone or expired) plus (max_holders + 1)
+ * times 2^32, so the caller learns the kind and the limit (rl_lock.c,
+ * CHECK_KIND_SHIFT); 0 on a key of any other type. An exclusive lock's PTTL
+ * is capped below 2^31, so it never reads as a shared holder's answer.
+ * Reads only: the lock is neither lengthened nor shortened.
  * A key without expiry answers -1 (never made by this extension). */
 #define RL_SCRIPT_CHECK \
-    "if redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
-    "return redis.call('pttl',KEYS[1])"
+    "local ty = redis.call('type',KEYS[1]).ok " \
+    "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
+    RL_LUA_NOW \
+    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
+    "if not sc or tonumber(sc) <= now then return 0 end " \
+    "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
+    "return (tonumber(sc) - now) + (k + 1) * 4294967296 end " \
+    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
+    "local t = redis.call('pttl',KEYS[1]) if t > 2147483647 then t = 2147483647 end return t"
+
+/* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] token,
+ * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit). Adds a shared holder
+ * expiring ttl ms from now on the node's clock: 1, or 0 when the key is
+ * held exclusively (any other type), when max_holders live holders are in,
+ * or when an exclusive acquirer waits (the marker exists). A max_holders
+ * other than the current holders' is an error. */
+#define RL_SCRIPT_ACQUIRE_SHARED \
+    "local ty = redis.call('type',KEYS[1]).ok " \
+    "if ty ~= 'zset' and ty ~= 'none' then return 0 end " \
+    RL_LUA_NOW RL_LUA_SHARED_TIDY \
+    "local k = tonumber(ARGV[3]) local n = 0 " \
+    "if ty == 'zset' and tidy() == 1 then " \
+    "local lim = redis.call('zscore',KEYS[1],'') local have = lim and (-1 - tonumber(lim)) or 0 " \
+    "if have ~= k then return redis.error_reply('max_holders ' .. k .. ' differs from the ' .. have .. " \
+    "' its current shared holders use (0: no limit); use the same max_holders for every shared holder of a name') end " \
+    "n = redis.call('zcount',KEYS[1],'(0','+inf') end " \
+    "if redis.call('exists',KEYS[2]) == 1 then return 0 end " \
+    "if k > 0 and n >= k then return 0 end " \
+    "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1"
+
+/* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms. Set by
+ * an exclusive acquirer that is going to wait while shared holders have the
+ * key, so that no new shared holder comes in meanwhile. Always 1. */
+#define RL_SCRIPT_WRITER_WAITING \
+    "if redis.call('type',KEYS[1]).ok == 'zset' then redis.call('set',KEYS[2],'1','PX',ARGV[1]) end return 1"
+
+/* The same for several names: KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2]
+ * the marker's suffix (RL_WRITER_SUFFIX). Every name of the set held
+ * shared gets its marker, so shared holders cannot come back on one name
+ * while the waiter is kept out by another. Always 1. */
+#define RL_SCRIPT_WRITER_WAITING_MANY \
+    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then " \
+    "redis.call('set', KEYS[i] .. ARGV[2], '1', 'PX', ARGV[1]) end end return 1"
 
 /* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
  * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
@@ -124,5 +215,29 @@
     "if (tonumber(v[j] or '0') or 0) < tonumber(ARGV[i + 1]) then " \
     "if t > 0 then redis.call('set', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) " \
     "else redis.call('set', KEYS[i], ARGV[i + 1]) end end end end return 1"
+
+/* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key, KEYS[2]
+ * holder-details key, KEYS[3] (with fencing) fence counter; ARGV[1] token,
+ * ARGV[2] ttl ms, ARGV[3] the details, ARGV[4] (with fencing) counter ttl
+ * ms. The details are set with the lock's own PX, in the same script, so
+ * they never outlive it. Returns what SET NX (status OK, nil) or the
+ * fenced script (its number, nil) would. */
+#define RL_SCRIPT_ACQUIRE_HOLDER \
+    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
+    "redis.call('set',KEYS[2],ARGV[3],'PX',ARGV[2]) " \
+    "if not KEYS[3] then return redis.status_reply('OK') end " \
+    "local f = redis.call('incr',KEYS[3]) " \
+    "if tonumber(ARGV[4]) > 0 then redis.call('pexpire',KEYS[3],ARGV[4]) else redis.call('persist',KEYS[3]) end " \
+    "return f"
+
+/* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key. Returns
+ * {pttl of the lock key, an identity of its value that is no token (the
+ * SHA1 of a string, else the key's type), the details or false; for a
+ * shared lock (a sorted set) its number of live holders instead}. */
+#define RL_SCRIPT_HOLDER_READ \
+    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) " \
+    "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
+    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) end " \
+    "return {redis.call('pttl',KEYS[1]), id, d}"
 
 #endif

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_proc.h"
+#include "rl_shared.h"
 #include "rl_round.h"
 
 /* The keeper's condition variable waits on CLOCK_MONOTONIC. 0 or -1. */
@@ -31,13 +33,13 @@ rl_session *rl_session_new(void) {
         free(s);
         return NULL;
     }
-    s->pid = getpid();
+    s->pid = rl_proc_pid();
     return s;
 }
 
 void rl_session_check_fork(rl_session *s) {
-    if (s->pid == getpid()) return;
-    s->pid = getpid();
+    if (s->pid == rl_proc_pid()) return;
+    s->pid = rl_proc_pid();
     pthread_mutex_init(&s->mu, NULL);
     init_wake(&s->wake);
     s->keeper_running = s->keeper_stop = 0;
@@ -54,6 +56,7 @@ void rl_session_free(rl_session *s) {
     rl_session_release_all(s);
     rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
+    rl_stats_lock_clear(&s->stats);
     free(s->held);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
@@ -89,15 +92,40 @@ static int same_token(const rl_held *h, const char *token, size_t toklen) {
     return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
 }
 
+/* The longest hold of h's name, counted as h leaves. Caller holds s->mu. */
+static void count_hold(rl_session *s, const rl_held *h) {
+#ifdef RL_STATS_OFF
+    (void)s, (void)h;
+    return;
+#endif
+    rl_lockstat *st = rl_stats_lock_get(&s->stats, h->res, h->reslen);
+    int64_t ms = (rl_now_us() - h->acquired_us) / 1000;
+    if (st && ms > st->hold_max_ms) st->hold_max_ms = ms;
+}
+
+void rl_session_count_lost(rl_session *s, const rl_held *h) {
+    rl_lockstat *st = rl_stats_lock_get(&s->stats, h->res, h->reslen);
+    if (st) st->lost++;
+}
+
+int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked) {
+    pthread_mutex_lock(&s->mu);
+    int n = rl_stats_lock_copy(&s->stats, out);
+    *untracked = s->stats.untracked;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 /* Caller holds s->mu. */
 static void forget(rl_session *s, int i) {
+    count_hold(s, &s->held[i]);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
 }
 
 /* Records a new lock; returns 0 or -1 on OOM. Caller holds s->mu. */
 static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
-                    const rl_outcome *o, int auto_extend) {
+                    const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
     if (s->nheld == s->capheld) {
         int cap = s->capheld ? s->capheld * 2 : 8;
         rl_held *h = realloc(s->held, (size_t)cap * sizeof *h);
@@ -112,6 +140,8 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     memcpy(h->res, res, reslen);
     h->res[reslen] = '\0';
     h->reslen = reslen;
+    h->kind = kind;
+    h->max_holders = max_holders;
     memcpy(h->token, token, RL_TOKEN_LEN + 1);
     h->ttl_ms = ttl_ms;
     h->drift_us = rl_client_drift_us(s->client, ttl_ms); /* settings change only on this thread */
@@ -120,6 +150,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->count = 1;
     h->op = o->op;
     h->yes_nodes = o->yes;
+    h->acquired_us = rl_now_us();
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
@@ -131,6 +162,24 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     }
     return 0;
 }
+
+rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
+                         const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out) {
+    if (kind == RL_KIND_SHARED)
+        return rl_shared_extend(s->client, res, reslen, token, toklen, ttl_ms, max_holders, out);
+    return rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
+}
+
+/* Takes res the way kind says (max_holders for shared). */
+static rl_status take(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                      int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    if (kind == RL_KIND_SHARED)
+        return rl_shared_acquire(s->client, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+    return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
+}
+
+static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
 /* While the node list is being changed no lock may start (it could be
  * counted on nodes it was not taken on): 1 with s->mu released and out set
@@ -144,18 +193,50 @@ static int refused_while_editing(rl_session *s, rl_outcome *out, const char *don
     return 1;
 }
 
+static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+                                 int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    return acquire_counted(s, RL_KIND_EXCLUSIVE, res, reslen, ttl_ms, wait_ms, 0, token, out);
+}
+
+rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                                    int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    return acquire_counted(s, RL_KIND_SHARED, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+}
+
+static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
+    token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out); /* says what is wrong */
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS || wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS || max_holders < 0 ||
+        max_holders > RL_SHARED_MAX_HOLDERS)
+        return take(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out); /* says what is wrong */
     pthread_mutex_lock(&s->mu);
     if (refused_while_editing(s, out, "taken", "take")) return RL_MISUSE;
     int i = find(s, res, reslen);
     if (i >= 0) {
         rl_held *h = &s->held[i];
         int64_t left = left_ms(h);
+        if (h->kind != kind || (kind == RL_KIND_SHARED && h->max_holders != max_holders)) {
+            /* Both ways at once would be a lock that excludes itself; a
+             * second limit would mean two vote counts for one name. */
+            int was_shared = h->kind == RL_KIND_SHARED;
+            long long had = (long long)h->max_holders;
+            pthread_mutex_unlock(&s->mu);
+            out->status = RL_MISUSE;
+            if (h->kind != kind)
+                snprintf(out->msg, sizeof out->msg,
+                         "this connection holds this name %s; release it with redlock_release before taking it %s",
+                         was_shared ? "shared" : "exclusively", was_shared ? "exclusively" : "shared");
+            else
+                snprintf(out->msg, sizeof out->msg,
+                         "this connection holds this name shared with max_holders %lld; take it again with the same "
+                         "max_holders, or release it first", had);
+            return RL_MISUSE;
+        }
         if (left > 0) {
             h->count++;
             memcpy(token, h->token, RL_TOKEN_LEN + 1);
@@ -172,11 +253,11 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
-    rl_status st = rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
+    rl_status st = take(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
     if (st == RL_OK) {
         pthread_mutex_lock(&s->mu);
         int old = find(s, res, reslen);
-        int rc = remember(s, res, reslen, token, ttl_ms, out, auto_extend);
+        int rc = remember(s, res, reslen, token, ttl_ms, out, kind, max_holders, auto_extend);
         if (rc == 0 && old >= 0) {
             rl_held *h = &s->held[s->nheld - 1];
             h->lost_holds = s->held[old].count;
@@ -193,6 +274,29 @@ rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int6
             return RL_NOMEM;
         }
     }
+    return st;
+}
+
+/* acquire_kind, counted in the per-name statistics. */
+static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+                                 int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    int64_t start = rl_now_us();
+    rl_status st = acquire_kind(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+#ifdef RL_STATS_OFF
+    (void)start;
+    return st;
+#endif
+    if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
+    int64_t waited = (rl_now_us() - start) / 1000;
+    pthread_mutex_lock(&s->mu);
+    rl_lockstat *ls = rl_stats_lock_get(&s->stats, res, reslen);
+    if (ls) {
+        if (st == RL_OK) ls->acquisitions++;
+        else ls->refusals++;
+        ls->wait_total_ms += waited;
+        if (waited > ls->wait_max_ms) ls->wait_max_ms = waited;
+    }
+    pthread_mutex_unlock(&s->mu);
     return st;
 }
 
@@ -262,6 +366,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
         /* Gone from this session before the network call: the keeper stops extending it now.
          * Expired counts as lost: it was not safely ours to the end. */
         was_lost = left_ms(&s->held[i]) == 0;
+        if (was_lost && !s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
     }
     pthread_mutex_unlock(&s->mu);
@@ -298,6 +403,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (ours && left_ms(&s->held[i]) == 0) {
         /* Our validity has ended: someone else may hold it by now. Never bring it back;
          * delete what may be left of it. */
+        if (!s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
         forget(s, i);
         pthread_mutex_unlock(&s->mu);
         rl_lock_release(s->client, res, reslen, token, toklen, out);
@@ -306,8 +412,10 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
         snprintf(out->msg, sizeof out->msg, "the lock had expired or was lost before it was extended");
         return RL_REFUSED;
     }
+    int kind = ours ? s->held[i].kind : RL_KIND_EXCLUSIVE;
+    int64_t max_holders = ours ? s->held[i].max_holders : 0;
     pthread_mutex_unlock(&s->mu);
-    rl_status st = rl_lock_extend(s->client, res, reslen, token, toklen, ttl_ms, out);
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
     /* Only the later of two extends (this one and the keeper's) decides:
@@ -344,7 +452,11 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&s->mu);
-    int i = find(s, res, reslen);
+    int i;
+    /* An extend of the keeper's on its way would set the old TTL again
+     * after the token is handed on, cutting back a longer extend made with
+     * it meanwhile: wait for it (one round, bounded by timeout_ms). */
+    while ((i = find(s, res, reslen)) >= 0 && s->held[i].inflight_until_us != 0) pthread_cond_wait(&s->wake, &s->mu);
     if (i < 0) {
         pthread_mutex_unlock(&s->mu);
         *not_held = 1;
@@ -353,7 +465,7 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
     }
     /* Every hold goes with it: from now on the lock is the token's, not this
      * session's. Forgotten before anything else, so the keeper lets go of it
-     * at once (an extend already on its way only sets the TTL it had). */
+     * at once. */
     char mine[RL_TOKEN_LEN + 1];
     memcpy(mine, s->held[i].token, sizeof mine);
     int64_t left = left_ms(&s->held[i]);
@@ -411,8 +523,13 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
-    int64_t ttl_left;
-    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, &ttl_left, out);
+    int64_t ttl_left, shared_k;
+    rl_status st = rl_lock_check(s->client, res, reslen, token, toklen, 0, &ttl_left, &shared_k, out);
+    /* A holder of a limited shared lock counts only on its limit's quorum,
+     * which may be more than a majority: look again with that many. */
+    int limit_quorum = st == RL_OK && shared_k > 0 ? rl_shared_client_quorum(s->client, shared_k) : 0;
+    if (limit_quorum > out->quorum)
+        st = rl_lock_check(s->client, res, reslen, token, toklen, limit_quorum, &ttl_left, &shared_k, out);
     if (st != RL_OK) return st;
     char tok[RL_TOKEN_LEN + 1];
     memcpy(tok, token, RL_TOKEN_LEN);
@@ -423,7 +540,9 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
      * cannot tell this lock's number from another acquisition's. */
     out->fence = 0;
     pthread_mutex_lock(&s->mu);
-    int rc = remember(s, res, reslen, tok, ttl_left, out, auto_extend);
+    /* A shared holder is adopted as one: extended with its limit's votes. */
+    int rc = remember(s, res, reslen, tok, ttl_left, out, shared_k >= 0 ? RL_KIND_SHARED : RL_KIND_EXCLUSIVE,
+                      shared_k >= 0 ? shared_k : 0, auto_extend);
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
         /* Not ours to delete: it stays the token's, with its TTL. */
@@ -443,6 +562,7 @@ int rl_session_release_all(rl_session *s) {
             return n;
         }
         rl_held h = s->held[s->nheld - 1];
+        count_hold(s, &h);
         s->nheld--;
         pthread_mutex_unlock(&s->mu);
         rl_outcome o;
@@ -616,7 +736,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
         for (; done < n; done++) {
             rl_outcome o = *out;
             o.fence = fences[done];
-            if (remember(s, res[done], lens[done], token, ttl_ms, &o, auto_extend) != 0) break;
+            if (remember(s, res[done], lens[done], token, ttl_ms, &o, RL_KIND_EXCLUSIVE, 0, auto_extend) != 0) break;
         }
         if (done < n)
             while (done-- > 0) forget(s, s->nheld - 1);

@@ -18,6 +18,7 @@
 #include "rl_lock.h"
 #include "rl_many.h"
 
+enum { RL_KIND_EXCLUSIVE = 0, RL_KIND_SHARED = 1 };
 /* How long after an extension the keeper extends a lock again: a third of
  * its TTL, so two more tries fit before it would expire. */
 #define RL_AUTO_EXTEND_PERIOD_US(ttl_ms) ((ttl_ms) * 1000 / 3)
@@ -30,6 +31,8 @@
 
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
+    int kind;                /* RL_KIND_*: how it was taken (rl_lock or rl_shared) */
+    int64_t max_holders;     /* shared: the holder limit it was taken with (0: none) */
     size_t reslen;
     char token[RL_TOKEN_LEN + 1];
     int64_t ttl_ms;
@@ -50,6 +53,7 @@ typedef struct rl_held {
     int64_t extensions;
     int auto_extend;         /* the keeper extends it (RL_AUTO_EXTEND_PERIOD_US) */
     int64_t next_extend_us;  /* auto_extend: when the keeper extends it next */
+    int64_t acquired_us;     /* rl_now_us() when this lock was taken (hold times) */
     int lost;                /* an extension failed or came too late */
     char lost_why[RL_ERR_REASON_MAX];
     int batch_slot;          /* while in the keeper's batch in flight: its place
@@ -69,7 +73,16 @@ typedef struct rl_session {
     int keeper_running, keeper_stop;
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
     int editing_nodes;  /* between rl_session_nodes_begin and _done */
+    rl_lockstats stats; /* per name used (rl_stats.h) */
 } rl_session;
+
+/* A copy of the per-name statistics (*out, free with
+ * rl_lockstats_copy_free); count, or -1 on OOM. *untracked: calls on
+ * names beyond RL_LOCKSTATS_MAX. Takes s->mu. */
+int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked);
+
+/* Counts one loss of h's name (caller holds s->mu). */
+void rl_session_count_lost(rl_session *s, const rl_held *h);
 
 /* When h's validity ends as this session knows it: valid_until_us, or
  * sooner while a keeper extend with a shorter TTL is on its way. */
@@ -95,6 +108,17 @@ void rl_session_free(rl_session *s);
  * valid (same token, no Redis call). token receives the token on RL_OK. */
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* As rl_session_acquire, for a shared hold with max_holders (0: no
+ * limit). A connection that holds res exclusively, or shared with another
+ * max_holders, gets RL_MISUSE (and the reverse for rl_session_acquire): one
+ * connection never holds a name both ways. */
+rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
+                                    int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Extends held lock h's token the way its kind needs (keeper and owner). */
+rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
+                         const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out);
 
 /* With token NULL: gives back one hold of the lock this session holds on
  * res (RL_OK; the lock itself is released when the last hold goes), or
@@ -139,7 +163,8 @@ void rl_session_check_fork(rl_session *s);
  * forgets it with all its holds (no release at the end, no auto-extension,
  * not listed) and token receives its token (RL_OK). RL_MISUSE with
  * *not_held set when it holds none; RL_REFUSED when the lock's validity had
- * ended or it was lost (what is left of it is deleted, as by extend). */
+ * ended or it was lost (what is left of it is deleted, as by extend). An
+ * extend of the keeper's on its way is waited for first (one round). */
 rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
                             int *not_held, rl_outcome *out);
 

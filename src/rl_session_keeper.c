@@ -2,10 +2,12 @@
  * rl_session module, declared in rl_session.h). It extends every lock
  * taken with auto_extend at about a third of its TTL, all the locks due at
  * one wake-up in one round (one script call per node, rl_lock_extend_many),
- * never touches SQLite, never re-creates an expired lock (the extend script
- * cannot), marks a lock
- * lost when an extension is refused or its validity ran out first, and stops
- * when the session ends. A lock released by its owner leaves the held list
+ * shared holds one at a time (the batch's script compares the key's value
+ * with the token, and a shared hold is a member of a sorted set), never
+ * touches SQLite, never re-creates an expired lock (the extend script
+ * cannot), marks a lock lost when an extension is refused or its validity
+ * ran out first (counted, and told as an event), and stops when the
+ * session ends. A lock released by its owner leaves the held list
  * before its release is sent, so the keeper never extends it afterwards.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include <signal.h>
@@ -16,6 +18,7 @@
 
 #include "rl_clock.h"
 #include "rl_session.h"
+#include "rl_text.h"
 
 /* Waits on s->wake until rl_now_us() reaches until_us (INT64_MAX: until woken). */
 static void wait_until(rl_session *s, int64_t until_us) {
@@ -33,7 +36,25 @@ static void wait_until(rl_session *s, int64_t until_us) {
     pthread_cond_timedwait(&s->wake, &s->mu, &ts);
 }
 
-static void mark_lost(rl_held *h, const char *why) {
+/* The held lock on res with token: several names taken together share
+ * one token (and adopt takes any key that holds a token), so the token
+ * alone does not say which. */
+static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
+    for (int i = 0; i < s->nheld; i++)
+        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
+            memcmp(s->held[i].res, res, reslen) == 0)
+            return i;
+    return -1;
+}
+
+static void mark_lost(rl_session *s, rl_held *h, const char *why) {
+    if (!h->lost) {
+        rl_session_count_lost(s, h);
+        char name[72], msg[400];
+        rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
+        snprintf(msg, sizeof msg, "redlock: lock '%s' lost by auto-extension: %.250s", name, why);
+        rl_client_event(s->client, RL_EVENT_LOCK_LOST, msg);
+    }
     h->lost = 1;
     snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
 }
@@ -46,17 +67,24 @@ typedef struct batch {
     int n;
 } batch;
 
-/* Collects up to RL_KEEPER_BATCH_MAX due locks (and those due within a
+/* Whether the keeper extends h in a batch: an exclusive lock, not lost,
+ * not in flight. */
+static int batchable(const rl_held *h) {
+    return h->auto_extend && !h->lost && h->next_extend_us != INT64_MAX && h->kind == RL_KIND_EXCLUSIVE;
+}
+
+/* Collects up to RL_KEEPER_BATCH_MAX due exclusive locks (and those due within a
  * fifth of their period, so one call serves them too) into b, marking each
  * in flight. Locks whose validity already ran out are marked lost instead.
  * Returns how many were taken (0: none due; -1: OOM, try again soon);
- * *next receives the earliest time a lock not taken is due. Caller holds s->mu. */
+ * *next receives the earliest time an exclusive lock not taken is due.
+ * Caller holds s->mu. */
 static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
     int any_due = 0;
     *next = INT64_MAX;
     for (int i = 0; i < s->nheld; i++) {
         rl_held *h = &s->held[i];
-        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (!batchable(h)) continue;
         if (h->next_extend_us <= now) any_due = 1;
         if (h->next_extend_us < *next) *next = h->next_extend_us;
     }
@@ -66,10 +94,10 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
     for (int i = 0; i < s->nheld && n < RL_KEEPER_BATCH_MAX; i++) {
         rl_held *h = &s->held[i];
         h->batch_slot = 0;
-        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (!batchable(h)) continue;
         if (h->next_extend_us > now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms) / 5) continue;
         if (h->valid_until_us <= now) {
-            mark_lost(h, "its validity ran out before the keeper could extend it");
+            mark_lost(s, h, "its validity ran out before the keeper could extend it");
             continue;
         }
         n++;
@@ -90,7 +118,7 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
     char *p = b->block;
     for (int i = 0; i < s->nheld && b->n < n; i++) {
         rl_held *h = &s->held[i];
-        if (!h->auto_extend || h->lost || h->next_extend_us == INT64_MAX) continue;
+        if (!batchable(h)) continue;
         if (h->next_extend_us > now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms) / 5) continue;
         rl_extend_item *it = &b->items[b->n];
         memcpy(p, h->res, h->reslen);
@@ -113,7 +141,7 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
 /* What the keeper's extend of held lock h (item it, ending with op) means
  * for it: as for one extend, only a call that decided after the owner's
  * last one counts. Caller holds s->mu. */
-static void apply(rl_held *h, const rl_extend_item *it, uint64_t op, rl_status call) {
+static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, rl_status call) {
     h->inflight_until_us = 0;
     int64_t now = rl_now_us(), ttl = it->ttl_ms;
     if (op <= h->op) {
@@ -129,9 +157,9 @@ static void apply(rl_held *h, const rl_extend_item *it, uint64_t op, rl_status c
         h->extensions++;
         h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
     } else if (st == RL_REFUSED) {
-        mark_lost(h, it->why);
+        mark_lost(s, h, it->why);
     } else if (h->valid_until_us <= now) {
-        mark_lost(h, it->why);
+        mark_lost(s, h, it->why);
     } else {
         /* Nodes did not answer: try again soon, while the lock is still valid. */
         int64_t retry = ttl * 1000 / 10;
@@ -159,12 +187,85 @@ static void extend_batch(rl_session *s, batch *b) {
         if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0 || h->reslen != it->reslen ||
             memcmp(h->res, it->res, it->reslen) != 0)
             continue;
-        apply(h, it, op, call);
+        apply(s, h, it, op, call);
     }
+    pthread_cond_broadcast(&s->wake); /* a detach may wait for one of these extends */
     free(b->items);
     free(b->block);
     b->items = NULL;
     b->block = NULL;
+}
+
+/* Extends one due shared hold (rl_session_held_extend, with its limit and
+ * the limit's quorum); s->mu is held on entry and exit, dropped meanwhile. */
+static void extend_one(rl_session *s, int i) {
+    rl_held *h = &s->held[i];
+    int64_t now = rl_now_us();
+    if (h->valid_until_us <= now) {
+        mark_lost(s, h, "its validity ran out before the keeper could extend it");
+        return;
+    }
+    char token[RL_TOKEN_LEN + 1];
+    size_t reslen = h->reslen;
+    int64_t ttl = h->ttl_ms, max_holders = h->max_holders;
+    int kind = h->kind;
+    char *res = malloc(reslen + 1);
+    if (!res) {
+        h->next_extend_us = now + 10000; /* try again soon */
+        return;
+    }
+    memcpy(res, h->res, reslen + 1);
+    memcpy(token, h->token, sizeof token);
+    h->next_extend_us = INT64_MAX; /* in flight */
+    /* Once this extend has run the key lives at least this long, maybe less
+     * than an extend of the owner's, with a longer TTL, made meanwhile. */
+    h->inflight_until_us = now + ttl * 1000 - h->drift_us;
+    pthread_mutex_unlock(&s->mu);
+
+    rl_outcome o;
+    rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, RL_TOKEN_LEN, ttl, &o);
+
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->wake); /* a detach may wait for this extend */
+    i = find_held(s, res, reslen, token);
+    free(res);
+    if (i < 0) return; /* released meanwhile */
+    h = &s->held[i];
+    h->inflight_until_us = 0;
+    now = rl_now_us();
+    if (o.op <= h->op) {
+        /* A later call (the owner's extend) decided after this one was sent:
+         * its result stands, whatever this one says. */
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
+        return;
+    }
+    if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
+    if (st == RL_OK) {
+        h->valid_until_us = o.valid_until_us;
+        h->extensions++;
+        h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
+    } else if (st == RL_REFUSED) {
+        mark_lost(s, h, o.msg);
+    } else if (h->valid_until_us <= now) {
+        mark_lost(s, h, o.msg);
+    } else {
+        /* Nodes did not answer: try again soon, while the lock is still valid. */
+        int64_t retry = ttl * 1000 / 10;
+        if (retry > 1000000) retry = 1000000;
+        h->next_extend_us = now + retry;
+    }
+}
+
+/* The first due shared hold (-1: none); *next is lowered to the earliest
+ * time one not due is. Caller holds s->mu. */
+static int due_shared(const rl_session *s, int64_t now, int64_t *next) {
+    for (int i = 0; i < s->nheld; i++) {
+        const rl_held *h = &s->held[i];
+        if (!h->auto_extend || h->lost || h->kind == RL_KIND_EXCLUSIVE) continue;
+        if (h->next_extend_us <= now) return i;
+        if (h->next_extend_us < *next) *next = h->next_extend_us;
+    }
+    return -1;
 }
 
 static void *keeper_main(void *arg) {
@@ -175,7 +276,10 @@ static void *keeper_main(void *arg) {
         int64_t next;
         int n = collect(s, &b, rl_now_us(), &next);
         if (n > 0) extend_batch(s, &b);
-        else wait_until(s, next);
+        /* Then one shared hold, so a long run of batches does not starve them. */
+        int i = s->keeper_stop ? -1 : due_shared(s, rl_now_us(), &next);
+        if (i >= 0) extend_one(s, i);
+        else if (n <= 0) wait_until(s, next);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -193,7 +297,7 @@ int rl_session_keeper_kick(rl_session *s) {
         if (rc != 0) return -1;
         s->keeper_running = 1;
     }
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     return 0;
 }
 
@@ -201,7 +305,7 @@ void rl_session_keeper_stop(rl_session *s) {
     pthread_mutex_lock(&s->mu);
     int running = s->keeper_running;
     s->keeper_stop = 1;
-    pthread_cond_signal(&s->wake);
+    pthread_cond_broadcast(&s->wake);
     pthread_mutex_unlock(&s->mu);
     if (running) pthread_join(s->keeper, NULL);
     s->keeper_running = 0;

@@ -107,6 +107,29 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             return said(RL_V_FAIL, why, whylen,
                         "the key holds the token but has no expiry (not a lock this extension took)");
         return unexpected(r, why, whylen);
+    case RL_K_HOLDER:
+        /* {pttl, identity, details or nil}: the answer itself, into why as
+         * "<identity>\x1f<details>" (rl_holder.c parses and checks it) */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            (r->element[1]->type == REDIS_REPLY_STRING || r->element[1]->type == REDIS_REPLY_STATUS)) {
+            const rl_reply *id = r->element[1], *d = r->element[2];
+            *value = r->element[0]->integer;
+            int ok = d->type == REDIS_REPLY_STRING && !memchr(d->str, '\0', d->len);
+            snprintf(why, whylen, "%.*s%s%.*s", (int)(id->len < 64 ? id->len : 64), id->str, ok ? "\x1f" : "",
+                     ok ? (int)d->len : 0, ok ? d->str : "");
+            if (memchr(id->str, '\0', id->len) || memchr(id->str, 0x1f, id->len)) return unexpected(r, why, whylen);
+            return RL_V_YES;
+        }
+        return unexpected(r, why, whylen);
+    case RL_K_PING:
+        if (r->type == REDIS_REPLY_STATUS && r->len == 4 && memcmp(r->str, "PONG", 4) == 0) return RL_V_YES;
+        return unexpected(r, why, whylen);
+    case RL_K_ACQUIRE_SHARED:
+        if (is_int && r->integer == 1) return RL_V_YES;
+        if (is_int && r->integer == 0)
+            return said(RL_V_NO, why, whylen, "held exclusively, full, or an exclusive acquirer waits");
+        return unexpected(r, why, whylen);
+    case RL_K_MARK:
     case RL_K_WRITEBACK:
         if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);

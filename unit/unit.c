@@ -229,6 +229,13 @@ static void test_vote_classify(void) {
         {RL_K_CHECK, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},
         {RL_K_CHECK, REDIS_REPLY_INTEGER, -1, NULL, RL_V_FAIL, 0},         /* ours, but no expiry */
         {RL_K_CHECK, REDIS_REPLY_INTEGER, -2, NULL, RL_V_FAIL, 0},
+        {RL_K_CHECK, REDIS_REPLY_INTEGER, 3LL * 4294967296LL + 900, NULL, RL_V_YES, 3LL * 4294967296LL + 900},
+        {RL_K_ACQUIRE_SHARED, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
+        {RL_K_ACQUIRE_SHARED, REDIS_REPLY_INTEGER, 0, NULL, RL_V_NO, 0},   /* held exclusively, full, writer waits */
+        {RL_K_ACQUIRE_SHARED, REDIS_REPLY_INTEGER, 2, NULL, RL_V_FAIL, 0},
+        {RL_K_ACQUIRE_SHARED, REDIS_REPLY_STATUS, 0, "OK", RL_V_FAIL, 0},  /* a plain SET's answer is no holder */
+        {RL_K_ACQUIRE_SHARED, REDIS_REPLY_NIL, 0, NULL, RL_V_FAIL, 0},
+        {RL_K_MARK, REDIS_REPLY_INTEGER, 1, NULL, RL_V_YES, 0},
         {RL_K_AUTH, REDIS_REPLY_STATUS, 0, "OK", RL_V_FAIL, 0},          /* not a lock command */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

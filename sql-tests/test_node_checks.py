@@ -1,0 +1,85 @@
+"""Nodes that cannot keep locks: a node that evicts keys (maxmemory with a
+policy other than noeviction) and a node of a Redis Cluster are read from
+INFO when first contacted, shown in redlock_nodes.state, and their votes do
+not count unless allow_evicting_nodes / allow_cluster_nodes say so."""
+# SPDX-License-Identifier: BSD-3-Clause
+
+import os
+import tempfile
+
+import harness as h
+from harness import check, eq, is_token, node_rows, redlock_error, value
+
+h.default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)
+
+
+def evicting_node():
+    return h.RedisNode(extra_args=["--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"])
+
+
+def cluster_node():
+    d = tempfile.mkdtemp(prefix="redlock-test-cluster-")
+    return h.RedisNode(extra_args=["--cluster-enabled", "yes",
+                                   "--cluster-config-file", os.path.join(d, "nodes.conf")])
+
+
+def test_evicting_node_refused_then_allowed_1n():
+    node = evicting_node()
+    try:
+        con = h.connect([node])
+        eq(node_rows(con)[0]["state"], "idle", "state before any call")
+        msg = redlock_error(con, "SELECT redlock_acquire('ev', 10000)",
+                            contains=("node 1 127.0.0.1:%d" % node.port, "maxmemory-policy volatile-lru",
+                                      "allow_evicting_nodes"))
+        check("noeviction" in msg, "the error says what to change: %r" % msg)
+        h.settle(con)
+        r = node_rows(con)[0]
+        eq(r["state"], "evicting", "state of an evicting node")
+        check("volatile-lru" in (r["last_error"] or ""), "last_error says why: %r" % r["last_error"])
+        eq(node.get("ev"), None, "the lock key was cleaned up on the refused node")
+        eq(value(con, "SELECT redlock_config('allow_evicting_nodes')"), 0, "off by default")
+        value(con, "SELECT redlock_config('allow_evicting_nodes', 1)")
+        is_token(value(con, "SELECT redlock_acquire('ev', 10000)"), "acquire once allowed")
+        eq(node_rows(con)[0]["state"], "up", "state once allowed")
+        eq(value(con, "SELECT redlock_release('ev')"), 1, "release")
+    finally:
+        node.terminate()
+
+
+def test_evicting_node_outvoted_3n():
+    """Two fit nodes still make a quorum of three; the evicting one's yes is not counted."""
+    with h.Cluster(2) as cl:
+        bad = evicting_node()
+        try:
+            con = h.connect(list(cl) + [bad])
+            is_token(value(con, "SELECT redlock_acquire('ev3', 10000)"), "two fit nodes out of three")
+            h.settle(con)
+            eq([r["state"] for r in node_rows(con)], ["up", "up", "evicting"], "states")
+            eq(value(con, "SELECT redlock_release('ev3')"), 1, "release")
+        finally:
+            bad.terminate()
+
+
+def test_noeviction_with_maxmemory_is_fine_1n():
+    node = h.RedisNode(extra_args=["--maxmemory", "100mb", "--maxmemory-policy", "noeviction"])
+    try:
+        con = h.connect([node])
+        is_token(value(con, "SELECT redlock_acquire('ne', 10000)"), "noeviction node votes")
+        eq(node_rows(con)[0]["state"], "up", "state")
+    finally:
+        node.terminate()
+
+
+def test_cluster_node_refused_then_allowed_1n():
+    node = cluster_node()
+    try:
+        con = h.connect([node], fencing=0)
+        redlock_error(con, "SELECT redlock_acquire('cl', 10000)",
+                      contains=("node 1 127.0.0.1:%d" % node.port, "cluster", "allow_cluster_nodes"))
+        h.settle(con)
+        eq(node_rows(con)[0]["state"], "cluster", "state of a cluster node")
+        eq(value(con, "SELECT redlock_config('allow_cluster_nodes')"), 0, "off by default")
+        value(con, "SELECT redlock_config('allow_cluster_nodes', 1)")
+        eq(node_rows(con)[0]["state"], "up", "state once allowed")
+    finally:
+        node.terminate()

@@ -1,0 +1,157 @@
+/* rl_lock_holder: holder details, written and read (see rl_lock.h).
+ * SPDX-License-Identifier: BSD-3-Clause */
+
+#include "rl_lock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "rl_round.h"
+#include "rl_scripts.h"
+
+#define SEP "\x1f"
+#define TAG "redlock1"
+
+/* text made safe for a field: cleaned, at most RL_HOLDER_TEXT_MAX bytes,
+ * no separator (rl_text_clean turns control bytes, 0x1f too, into spaces). */
+static const char *field_text(char *buf, size_t buflen, const char *s) {
+    return rl_text_excerpt(buf, buflen, s, strlen(s), RL_HOLDER_TEXT_MAX);
+}
+
+size_t rl_holder_details(const rl_client *c, char *buf, size_t buflen) {
+    char host[256] = "", h[RL_HOLDER_TEXT_MAX + 4], a[RL_HOLDER_TEXT_MAX + 4];
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    long long now_ms = (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+    int k = snprintf(buf, buflen, TAG SEP "%s" SEP "%ld" SEP "%s" SEP "%lld" SEP "exclusive", field_text(h, sizeof h, host),
+                     (long)getpid(), field_text(a, sizeof a, c->set.client_name), now_ms);
+    return k < 0 ? 0 : (size_t)k < buflen ? (size_t)k : buflen - 1;
+}
+
+void rl_holder_clear(rl_holder *h) {
+    free(h->node_ids);
+    memset(h, 0, sizeof *h);
+}
+
+/* A whole number of at most 18 digits, or -1. */
+static long long number(const char *s, size_t n) {
+    if (n == 0 || n > 18) return -1;
+    long long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Parses stored details (from a server: anything) into out; 0 or -1. */
+static int parse_details(const char *s, rl_holder *out) {
+    const char *f[6];
+    size_t len[6];
+    int n = 0;
+    for (const char *p = s;; n++) {
+        if (n == 6) return -1;
+        const char *e = strchr(p, 0x1f);
+        f[n] = p;
+        len[n] = e ? (size_t)(e - p) : strlen(p);
+        if (!e) {
+            n++;
+            break;
+        }
+        p = e + 1;
+    }
+    if (n != 6 || len[0] != sizeof TAG - 1 || memcmp(f[0], TAG, len[0]) != 0) return -1;
+    long long pid = number(f[2], len[2]), since = number(f[4], len[4]);
+    if (pid < 0 || since < 0 || len[5] == 0 || len[5] >= sizeof out->kind) return -1;
+    rl_text_excerpt(out->host, sizeof out->host, f[1], len[1], RL_HOLDER_TEXT_MAX);
+    rl_text_excerpt(out->app, sizeof out->app, f[3], len[3], RL_HOLDER_TEXT_MAX);
+    rl_text_clean(out->kind, sizeof out->kind, f[5], len[5]);
+    out->pid = pid;
+    out->since_ms = since;
+    out->has_details = 1;
+    return 0;
+}
+
+/* The identity part of a vote's why (up to the separator). */
+static size_t id_len(const char *why) { return strcspn(why, SEP); }
+
+rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder *out, rl_outcome *o) {
+    memset(out, 0, sizeof *out);
+    memset(o, 0, sizeof *o);
+    if (rl_lock_check_resource(c, res, reslen, o) != RL_OK) return o->status;
+    size_t pl = strlen(c->set.key_prefix);
+    char *key = malloc(pl + reslen + sizeof ":holder");
+    pthread_mutex_lock(&c->mu);
+    o->nodes = c->n;
+    o->quorum = rl_client_quorum(c);
+    rl_vote *votes = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *votes);
+    out->node_ids = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *out->node_ids);
+    if (!key || !votes || !out->node_ids) {
+        o->status = RL_NOMEM;
+        snprintf(o->msg, sizeof o->msg, "out of memory");
+        goto done;
+    }
+    if (c->n == 0 || o->quorum > c->n) {
+        o->status = RL_MISUSE;
+        snprintf(o->msg, sizeof o->msg, "no Redis nodes configured (or a quorum larger than the nodes)");
+        goto done;
+    }
+    memcpy(key, c->set.key_prefix, pl);
+    memcpy(key + pl, res, reslen);
+    memcpy(key + pl + reslen, ":holder", sizeof ":holder");
+    const char *argv[5] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key};
+    size_t lens[5] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1};
+    rl_round r = {.kind = RL_K_HOLDER, .argc = 5, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
+                  .votes = votes};
+    rl_round_run(c, &r);
+    o->yes = r.yes;
+    o->fail = r.fail;
+    if (r.yes < o->quorum) {
+        o->status = RL_NO_QUORUM;
+        snprintf(o->msg, sizeof o->msg, "%d of %d nodes failed, so it cannot be told who holds it: ", r.fail, c->n);
+        rl_round_describe_failures(c, &r, o->msg, sizeof o->msg);
+        goto done;
+    }
+    /* the value held by the most nodes, and whether they are a quorum */
+    int best = -1, best_n = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (votes[i].state != RL_V_YES || votes[i].value == -2) continue;
+        int n = 0;
+        for (int j = 0; j < c->n; j++)
+            if (votes[j].state == RL_V_YES && votes[j].value != -2 && id_len(votes[j].why) == id_len(votes[i].why) &&
+                memcmp(votes[j].why, votes[i].why, id_len(votes[i].why)) == 0)
+                n++;
+        if (n > best_n) best = i, best_n = n;
+    }
+    o->status = RL_OK;
+    if (best < 0 || best_n < o->quorum) goto done;
+    out->held = 1;
+    out->ttl_ms = INT64_MAX;
+    out->holders = -1;
+    size_t il = id_len(votes[best].why);
+    for (int j = 0; j < c->n; j++) {
+        rl_vote *v = &votes[j];
+        if (v->state != RL_V_YES || v->value == -2 || id_len(v->why) != il || memcmp(v->why, votes[best].why, il) != 0)
+            continue;
+        out->node_ids[out->nnodes++] = c->nodes[j]->id;
+        if (v->value >= 0 && v->value < out->ttl_ms) out->ttl_ms = v->value;
+        if (il == 4 && memcmp(v->why, "zset", 4) == 0) { /* a shared lock: its live holders */
+            long long n = v->why[il] == 0x1f ? number(v->why + il + 1, strlen(v->why + il + 1)) : -1;
+            if (n >= 0 && (out->holders < 0 || n < out->holders)) out->holders = n;
+            snprintf(out->kind, sizeof out->kind, "shared");
+        } else if (!out->has_details && v->why[il] == 0x1f) {
+            parse_details(v->why + il + 1, out);
+        }
+    }
+    if (out->ttl_ms == INT64_MAX) out->ttl_ms = -1;
+done:
+    pthread_mutex_unlock(&c->mu);
+    free(votes);
+    free(key);
+    if (o->status != RL_OK) rl_holder_clear(out);
+    return o->status;
+}
