@@ -193,3 +193,21 @@ def test_shared_holder_info_off_3n():
     j = holder(con, "so")
     eq((j["kind"], j["holders"], j["holder_list"]), ("shared", 1, []), "counted, not listed")
     value(con, "SELECT redlock_release('so')")
+
+
+def test_acquire_many_writes_details_3n():
+    """Each name of redlock_acquire_many gets the same <key>:holder details
+    as a single acquisition; release_many deletes them with the keys."""
+    c = h.shared_cluster(3)
+    con, w = h.connect(c, client_name="batch"), h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire_many('[\"m1\",\"m2\"]', 10000)"))
+    h.settle(con)
+    for name in ("m1", "m2"):
+        raw = value(w, "SELECT redlock_holder(?)", name)
+        check(tok not in raw, "no token in %r" % raw)
+        j = json.loads(raw)
+        eq((j["kind"], j["app"], j["pid"]), ("exclusive", "batch", os.getpid()), "details of %s" % name)
+    eq(value(con, "SELECT redlock_release_many('[\"m1\",\"m2\"]')"), 2, "both released")
+    h.settle(con)
+    for n in c:
+        eq(n.cmd("EXISTS", "m1:holder", "m2:holder"), 0, "details deleted with the keys on %s" % n.addr)

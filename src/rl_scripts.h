@@ -138,7 +138,9 @@
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
- * counter ttl ms (0: never expires), ARGV[4] n. Sets every key or none: when
+ * counter ttl ms (0: never expires), ARGV[4] n, ARGV[5] (holder_info) the
+ * holder's details, set on each <key>:holder with the lock's PX as a single
+ * acquisition does (rl_lock_holder.c). Sets every key or none: when
  * any key exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1} followed,
@@ -159,6 +161,7 @@
     "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
     "out[a - n + j] = c + 1 end end end " \
     "for i = 1, n do redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2]) end " \
+    "if ARGV[5] then for i = 1, n do redis.call('set', KEYS[i] .. ':holder', ARGV[5], 'PX', ARGV[2]) end end " \
     "for i = 1, #out - 1 do local c = string.format('%.0f', out[i + 1]) " \
     "if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[n + i], c, 'PX', ARGV[3]) " \
     "else redis.call('set', KEYS[n + i], c) end end " \
@@ -166,7 +169,7 @@
 
 /* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
  * alone: one token for all). Deletes each key that still holds its token
- * and tells waiters on <key>:released (rl_wait.h). Answers a string of n
+ * (and its holder details, <key>:holder) and tells waiters on <key>:released (rl_wait.h). Answers a string of n
  * characters, '1' where the key was deleted, '0' where it was not ours. */
 #define RL_SCRIPT_RELEASE_MANY \
     "local out, del = {}, {} " \
@@ -174,17 +177,19 @@
     "for j = 1, #v do local i = a + j - 1 " \
     "if v[j] == (ARGV[i] or ARGV[1]) then out[i] = '1' del[#del + 1] = KEYS[i] else out[i] = '0' end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for i = 1, #del do redis.call('publish', del[i] .. ':released', '') end " \
+    "for i = 1, #del do redis.call('del', del[i] .. ':holder') redis.call('publish', del[i] .. ':released', '') end " \
     "return table.concat(out)"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
- * keys, ARGV[1] token. Deletes each key that still holds the token, tells
+ * keys, ARGV[1] token. Deletes each key that still holds the token (and
+ * its <key>:holder), tells
  * nobody, and answers how many it deleted. */
 #define RL_SCRIPT_CLEANUP_MANY \
     "local del = {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
+    "for i = 1, #del do redis.call('del', del[i] .. ':holder') end " \
     "return #del"
 
 /* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
