@@ -3,49 +3,21 @@
  * registers the SQL functions and tables.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
+#include "redlock_functions.h"
+#include "redlock_handover.h"
+#include "redlock_locks.h"
 #include "redlock_log.h"
+#include "redlock_many.h"
+#include "redlock_nodes.h"
+#include "redlock_state.h"
+#include "redlock_stats.h"
+#include "rl_text.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 SQLITE_EXTENSION_INIT1
-
-redlock_state *redlock_state_ref(redlock_state *st) {
-    st->refs++;
-    return st;
-}
-
-void redlock_state_unref(void *p) {
-    redlock_state *st = p;
-    if (!st || --st->refs > 0) return;
-    rl_session_free(st->session);
-    free(st);
-}
-
-void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
-    char msg[RL_ERR_MAX + 200]; /* "redlock: ", a context, and an engine message */
-    va_list ap;
-    va_start(ap, fmt);
-    int k = snprintf(msg, sizeof msg, "redlock: ");
-    vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
-    va_end(ap);
-    rl_text_clean_inplace(msg, sizeof msg);
-    sqlite3_result_error(ctx, msg, -1);
-}
-
-int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *msg = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3_free(vt->zErrMsg);
-    vt->zErrMsg = msg ? sqlite3_mprintf("redlock: %s", msg) : NULL;
-    sqlite3_free(msg);
-    if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
-    return SQLITE_ERROR;
-}
 
 /* Adds the nodes listed in REDLOCK_NODES, or the default node. */
 static int seed_nodes(redlock_state *st, char **pzErrMsg) {
@@ -101,14 +73,8 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi) {
     SQLITE_EXTENSION_INIT2(pApi);
-    redlock_state *st = calloc(1, sizeof *st);
+    redlock_state *st = redlock_state_new();
     if (!st) return SQLITE_NOMEM;
-    st->refs = 1;
-    st->session = rl_session_new();
-    if (!st->session) {
-        free(st);
-        return SQLITE_NOMEM;
-    }
     rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
     redlock_log_install(rl_session_client(st->session));
     int rc = seed_nodes(st, pzErrMsg);

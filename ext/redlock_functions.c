@@ -4,7 +4,8 @@
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
  * or an error that starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_functions.h"
+#include "redlock_version.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -112,14 +113,6 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     }
 }
 
-/* The connection's state; first makes sure a forked child does not act on
- * its parent's locks or sockets (rl_session_check_fork). */
-static redlock_state *state_of(sqlite3_context *ctx) {
-    redlock_state *st = sqlite3_user_data(ctx);
-    rl_session_check_fork(st->session);
-    return st;
-}
-
 /* Shared by redlock_acquire and redlock_lock: (resource, ttl_ms [, wait_ms]).
  * A refusal is NULL for acquire and an error for lock, so a script run with
  * .bail on stops instead of going on unprotected. */
@@ -131,7 +124,7 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
-    rl_status st = rl_session_acquire(state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
+    rl_status st = rl_session_acquire(redlock_state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else if (st == RL_REFUSED && strict)
         redlock_result_error(ctx, "could not lock '%s' within %lld ms: %s", NAME(res), (long long)wait, o.msg);
@@ -148,10 +141,6 @@ const char *redlock_arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *le
 
 void redlock_result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o) {
     result_failure(ctx, what, res, o);
-}
-
-redlock_state *redlock_state_of(sqlite3_context *ctx) {
-    return state_of(ctx);
 }
 
 static void fn_acquire(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -184,7 +173,7 @@ static void fn_acquire_shared(sqlite3_context *ctx, int argc, sqlite3_value **ar
     }
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
-    rl_status st = rl_session_acquire_shared(state_of(ctx)->session, res, reslen, ttl, wait, max_holders, token, &o);
+    rl_status st = rl_session_acquire_shared(redlock_state_of(ctx)->session, res, reslen, ttl, wait, max_holders, token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else result_failure(ctx, "lock", res, &o);
 }
@@ -195,10 +184,10 @@ static void fn_release(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release")) return;
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release")) return;
     int not_held;
     rl_outcome o;
-    rl_status st = rl_session_release(state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
+    rl_status st = rl_session_release(redlock_state_of(ctx)->session, res, reslen, token, toklen, &not_held, &o);
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int(ctx, 1);
     else if (st == RL_REFUSED) sqlite3_result_int(ctx, 0);
@@ -214,7 +203,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
     int not_held;
     rl_outcome o;
-    rl_status st = rl_session_extend(state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
+    rl_status st = rl_session_extend(redlock_state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int64(ctx, o.validity_ms);
     else result_failure(ctx, "extend", res, &o);
@@ -222,8 +211,8 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 static void fn_release_all(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_RELEASE_ALL, argc, argv)) return;
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_all")) return;
-    sqlite3_result_int(ctx, rl_session_release_all(state_of(ctx)->session));
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release_all")) return;
+    sqlite3_result_int(ctx, rl_session_release_all(redlock_state_of(ctx)->session));
 }
 
 static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -231,7 +220,7 @@ static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
-    sqlite3_result_int64(ctx, rl_session_validity(state_of(ctx)->session, res, reslen, token, toklen));
+    sqlite3_result_int64(ctx, rl_session_validity(redlock_state_of(ctx)->session, res, reslen, token, toklen));
 }
 
 static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -242,7 +231,7 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rl_held h;
     /* An expired or lost lock keeps its number while it is listed: the
      * protected resource's own check makes a stale number harmless. */
-    if (rl_session_find(state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0)
+    if (rl_session_find(redlock_state_of(ctx)->session, res, reslen, &h) == 0 && h.fence > 0)
         sqlite3_result_int64(ctx, h.fence);
     else sqlite3_result_null(ctx);
 }
@@ -262,7 +251,7 @@ static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
 
 static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_CONFIG, argc, argv)) return;
-    rl_client *c = rl_session_client(state_of(ctx)->session);
+    rl_client *c = rl_session_client(redlock_state_of(ctx)->session);
     rl_error err;
     if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
         redlock_result_error(ctx, "the setting name must be text, as in redlock_config('timeout_ms')");
@@ -282,7 +271,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     /* Held locks were taken with the key prefix and the quorum in force now;
      * they are released and extended the same way, never with fewer votes. */
     if (argc > 1 && (strcmp(name, "key_prefix") == 0 || fewer_votes(c, name, argv[1])) &&
-        rl_session_holds_any(state_of(ctx)->session)) {
+        rl_session_holds_any(redlock_state_of(ctx)->session)) {
         redlock_result_error(ctx, "%s cannot %s while this connection holds locks (even lost or expired ones: "
                                   "they were taken with the value in force now); release them first, e.g. SELECT "
                                   "redlock_release_all()", name, strcmp(name, "key_prefix") == 0 ? "change" : "lower the votes needed");
@@ -320,7 +309,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 
 static void fn_ping(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_PING, argc, argv)) return;
-    int n = rl_lock_ping(rl_session_client(state_of(ctx)->session));
+    int n = rl_lock_ping(rl_session_client(redlock_state_of(ctx)->session));
     if (n < 0) sqlite3_result_error_nomem(ctx);
     else sqlite3_result_int(ctx, n);
 }
@@ -343,7 +332,7 @@ static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!res) return;
     rl_holder h;
     rl_outcome o;
-    if (rl_lock_holder(rl_session_client(state_of(ctx)->session), res, reslen, &h, &o) != RL_OK) {
+    if (rl_lock_holder(rl_session_client(redlock_state_of(ctx)->session), res, reslen, &h, &o) != RL_OK) {
         if (o.status == RL_NOMEM) sqlite3_result_error_nomem(ctx);
         else if (o.status == RL_MISUSE) redlock_result_error(ctx, "%s", o.msg);
         else redlock_result_error(ctx, "could not tell who holds '%s': %s", NAME(res), o.msg);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redlock_ext.h"
+#include "redlock_state.h"
 
 SQLITE_EXTENSION_INIT3
 

@@ -4,7 +4,8 @@
  * TTL, adopt takes it into a connection again after checking it on a
  * quorum.
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_handover.h"
+#include "redlock_functions.h"
 
 #include "redlock_guard.h"
 

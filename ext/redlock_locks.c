@@ -2,7 +2,7 @@
  * connection holds. Rows are copied when a scan starts, so
  * SELECT redlock_release(resource) FROM redlock_locks works.
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_locks.h"
 #include "redlock_vtab.h"
 
 #include <string.h>

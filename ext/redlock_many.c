@@ -5,7 +5,7 @@
  * session, and turns the outcome into a value, a NULL, or an error that
  * starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_many.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +97,15 @@ static int read_names(sqlite3_context *ctx, sqlite3_value *v, names *nm) {
         sqlite3_result_error_nomem(ctx);
         return -1;
     }
-    if (has_nul_escape(text, (size_t)sqlite3_value_bytes(v))) {
+    size_t bytes = (size_t)sqlite3_value_bytes(v);
+    /* SQLite's JSON functions stop at a NUL byte: the names after it would
+     * be left out of the set without a word. */
+    if (memchr(text, '\0', bytes)) {
+        redlock_result_error(ctx, "resources_json contains a NUL byte; pass a JSON array of names as text without one, "
+                                  EXAMPLE);
+        return -1;
+    }
+    if (has_nul_escape(text, bytes)) {
         redlock_result_error(ctx, "resources_json contains \\u0000 (a NUL character); names must not contain one");
         return -1;
     }
@@ -204,12 +212,6 @@ static void result_failure(sqlite3_context *ctx, const char *what, int n, const 
     }
 }
 
-static redlock_state *state_of(sqlite3_context *ctx) {
-    redlock_state *st = sqlite3_user_data(ctx);
-    rl_session_check_fork(st->session);
-    return st;
-}
-
 /* redlock_acquire_many(resources_json, ttl_ms [, wait_ms]) */
 static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_MANY, argc, argv)) return;
@@ -220,7 +222,7 @@ static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv
     if (read_names(ctx, argv[0], &nm) != 0) return;
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
-    rl_status st = rl_session_acquire_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, ttl, wait,
+    rl_status st = rl_session_acquire_many(redlock_state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, ttl, wait,
                                            token, &o);
     if (st == RL_OK) sqlite3_result_text(ctx, token, RL_TOKEN_LEN, SQLITE_TRANSIENT);
     else result_failure(ctx, "lock", nm.n, &o);
@@ -254,13 +256,13 @@ static void fn_release_many(sqlite3_context *ctx, int argc, sqlite3_value **argv
     names nm;
     if (read_names(ctx, argv[0], &nm) != 0) return;
     /* As redlock_release: not before this connection's writes are committed. */
-    if (!redlock_txn_release_allowed(ctx, state_of(ctx), "redlock_release_many")) {
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_release_many")) {
         names_free(&nm);
         return;
     }
     int released, none_held;
     rl_outcome o;
-    rl_status st = rl_session_release_many(state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,
+    rl_status st = rl_session_release_many(redlock_state_of(ctx)->session, nm.n, (const char *const *)nm.s, nm.len, token,
                                            toklen, &released, &none_held, &o);
     if (none_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int(ctx, released);

@@ -10,7 +10,7 @@
  * has to follow a transaction's partial rollbacks. Writes are refused too
  * while this connection holds any lock (rl_session_nodes_begin).
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_nodes.h"
 #include "redlock_vtab.h"
 
 #include <stdio.h>

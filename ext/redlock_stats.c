@@ -5,7 +5,7 @@
  * redlock_lock_stats one row per lock name this connection has used (at
  * most RL_LOCKSTATS_MAX). Rows are copied when a scan starts.
  * SPDX-License-Identifier: BSD-3-Clause */
-#include "redlock_ext.h"
+#include "redlock_stats.h"
 
 #include <stdlib.h>
 #include <string.h>

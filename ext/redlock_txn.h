@@ -10,7 +10,7 @@
 
 #include <sqlite3ext.h>
 
-#include "redlock_ext.h"
+#include "redlock_state.h"
 
 /* 1 when db has a write transaction open on main or an attached database
  * (the statement's own write, as in an UPDATE that calls the function,

@@ -9,7 +9,7 @@
 
 #include <sqlite3ext.h>
 
-#include "redlock_ext.h"
+#include "redlock_state.h"
 
 /* The first member of each table object: the connection's state and db. */
 typedef struct redlock_vtab {

@@ -14,8 +14,8 @@
 # but needs the full path: `.load /usr/local/lib/x86_64-linux-gnu/redlock`.
 # SPDX-License-Identifier: BSD-3-Clause
 
-# The version's one home is REDLOCK_VERSION in ext/redlock_ext.h.
-REDLOCK_VERSION := $(shell sed -n 's/^\#define REDLOCK_VERSION "\([^"]*\)"$$/\1/p' ext/redlock_ext.h)
+# The version's one home is REDLOCK_VERSION in ext/redlock_version.h.
+REDLOCK_VERSION := $(shell sed -n 's/^\#define REDLOCK_VERSION "\([^"]*\)"$$/\1/p' ext/redlock_version.h)
 PREFIX    ?= /usr
 MULTIARCH ?= $(shell m=$$($(CC) -print-multiarch 2>/dev/null); \
                [ -n "$$m" ] || m=$$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null); echo "$$m")

@@ -24,7 +24,7 @@ maintainer=${DEB_MAINTAINER:-the redlock authors <redlock@invalid>}
 
 die() { echo "redlock: $*" >&2; exit 1; }
 [ -f "$so" ] || die "$so is not built; run make first"
-[[ $version =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "version '$version' is not a Debian version (check REDLOCK_VERSION in ext/redlock_ext.h)"
+[[ $version =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "version '$version' is not a Debian version (check REDLOCK_VERSION in ext/redlock_version.h)"
 arch=$(dpkg --print-architecture) || die "dpkg --print-architecture failed"
 
 work=$(mktemp -d)

@@ -26,6 +26,7 @@ negative control (unsafe_test_quorum 1) must report violations.
 """
 # SPDX-License-Identifier: BSD-3-Clause
 
+import fcntl
 import json
 import os
 import random
@@ -68,7 +69,7 @@ class Worker:
         self.stores = {n: fence_store.Store(self.paths[n]["fence_db"]) for n in spec["pool"]}
         self.out = {"name": self.me, "acquisitions": 0, "sets": 0, "completed": {}, "overlaps": 0, "nulls": 0,
                     "errors": 0, "error_samples": [], "release_short": 0, "paused": 0, "abandoned": 0, "late_writes": 0, "loss_seen": 0,
-                    "loss_unseen": 0, "zero_validity": 0, "holds": []}
+                    "loss_unseen": 0, "zero_validity": 0, "holds": [], "incidents": []}
         os.environ["REDLOCK_NODES"] = spec["nodes"]
         con = sqlite3.connect(":memory:", isolation_level=None)
         con.enable_load_extension(True)
@@ -78,11 +79,35 @@ class Worker:
             con.execute("SELECT redlock_config(?, ?)", (k, v))
         self.con = con
 
+    def incident(self, text):
+        """What a violation found in the worker was, for the checker's report."""
+        if len(self.out["incidents"]) < 20:
+            self.out["incidents"].append("%s t=%.6f %s" % (self.me, time.monotonic(), text))
+
     def sample(self, text):
         if len(self.out["error_samples"]) < 4:
             self.out["error_samples"].append(text[:300])
 
+    def marker_lock(self, name):
+        """Held while a marker is looked at and then created or removed, so
+        that a late holder removing its own marker cannot remove the next
+        holder's instead (a race of the checker, not of the lock)."""
+        fd = os.open(self.paths[name]["marker"] + ".lk", os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def marker_unlock(self, fd):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
     def take_marker(self, name, hid, lease_end):
+        fd = self.marker_lock(name)
+        try:
+            return self._take_marker(name, hid, lease_end)
+        finally:
+            self.marker_unlock(fd)
+
+    def _take_marker(self, name, hid, lease_end):
         path = self.paths[name]["marker"]
         for _ in range(3):
             try:
@@ -98,7 +123,10 @@ class Worker:
                     os.unlink(path)          # left by a holder whose lease has ended
                 except FileNotFoundError:
                     pass
+        owner, end = self.read_marker(name)
         self.out["overlaps"] += 1
+        self.incident("marker of %s held by %s (lease to %.6f) when %s took the name (lease to %.6f)"
+                      % (name, owner, end, hid, lease_end))
         return False
 
     def read_marker(self, name):
@@ -154,6 +182,7 @@ class Worker:
             else:
                 self.out["loss_unseen"] += 1
                 self.sample("paused past the TTL, yet validity %d" % v)
+                self.incident("paused past the TTL holding %s, yet validity %d" % (names, v))
             lost = True
         if not lost:
             target = t1 + self.hold_ms(left) / 1000.0
@@ -181,11 +210,19 @@ class Worker:
             if h["fence"]:
                 self.stores[n].write(h["fence"], h["id"], "end")
             if h["marker"]:
-                owner, _ = self.read_marker(n)
+                fd = self.marker_lock(n)
+                try:
+                    owner, _ = self.read_marker(n)
+                    if owner == h["id"]:
+                        os.unlink(self.paths[n]["marker"])
+                finally:
+                    self.marker_unlock(fd)
                 if owner == h["id"]:
-                    os.unlink(self.paths[n]["marker"])
+                    pass
                 elif not lost and time.monotonic() < h["lease_end"]:
                     self.out["overlaps"] += 1    # taken from us within our lease
+                    self.incident("marker of %s taken from %s by %s within its lease (start %.6f, lease to %.6f)"
+                                  % (n, h["id"], owner, h["start"], h["lease_end"]))
         t_rel = time.monotonic()
         for n in names:
             h = holds[n]
@@ -250,13 +287,31 @@ class Result:
         self.lost_updates = self.interval_overlaps = self.fence_disorder = 0
         self.fences_checked = self.stale_accepted = self.stale_rejected = 0
         self.per_name = {}
+        self.details = [i for r in reports for i in r.get("incidents", [])]
+
+        def show(x):
+            return "%s[%s..%s fence=%s yes=%s]" % (x["id"], "%.6f" % x["start"], "%.6f" % x["end"], x["fence"], x["yes"])
         for name, final in counters.items():
             mine = [h for h in holds if h["res"] == name]
             completed = sum(r["completed"].get(name, 0) for r in reports)
             lost = completed - final
-            pairs = len(checker._interval_overlaps(mine))
+            pair_list = checker._interval_overlaps(mine)
+            pairs = len(pair_list)
             disorder, checked = checker._fence_disorder(mine)
             stale = checker._stale_accepted(logs[name], mine)
+            for a, b in pair_list[:10]:
+                self.details.append("interval overlap on %s: %s still held when %s started" % (name, show(a), show(b)))
+            if lost:
+                self.details.append("lost updates on %s: %d writes completed, counter %d" % (name, completed, final))
+            if disorder:
+                top = None
+                for x in sorted((x for x in mine if x["fence"] > 0), key=lambda x: x["start"]):
+                    if top is not None and x["fence"] <= top["fence"]:
+                        self.details.append("fence disorder on %s: %s after %s" % (name, show(x), show(top)))
+                    if top is None or x["fence"] > top["fence"]:
+                        top = x
+            if stale:
+                self.details.append("stale writes accepted on %s: %d" % (name, stale))
             self.lost_updates += lost
             self.interval_overlaps += pairs
             self.fence_disorder += disorder
@@ -276,7 +331,8 @@ class Result:
                    self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
                    self.stale_accepted, self.loss_unseen, self.fences_checked, self.stale_rejected, self.paused,
                    self.loss_seen, self.nulls, self.errors, self.release_short, self.zero_validity,
-                   self.abandoned, self.late_writes, self.per_name))
+                   self.abandoned, self.late_writes, self.per_name)
+                + "".join("\n  violation: " + d for d in self.details))
 
 
 def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, faults=None, pool=POOL,

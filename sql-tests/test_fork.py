@@ -53,3 +53,40 @@ def test_forked_child_leaves_parent_locks_alone_3n():
         h.wait_until(lambda: _extensions(con, "fk") >= e + 4, 10, what="four more extensions in the parent")
         holds(c, "fk", tok, 1500, "the parent's lock, several TTLs later")
         eq(value(con, "SELECT redlock_release('fk')"), 1, "the parent's release")
+
+
+def test_forked_child_draws_fresh_tokens_1n():
+    """Tokens come from a pool of random bytes; a child made by fork() must
+    not hand out the bytes its parent would use next (same tokens in two
+    processes would let one release the other's lock)."""
+    with h.Cluster(1) as c:
+        con = h.connect(c)
+        is_token(value(con, "SELECT redlock_acquire('ft-before', 10000)"), "a token drawn before the fork")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(r)
+                toks = [con.execute("SELECT redlock_acquire(?, 10000)", ("ft-child-%d" % i,)).fetchone()[0]
+                        for i in range(4)]
+                os.write(w, (",".join(t or "" for t in toks)).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        theirs = b""
+        while True:
+            chunk = os.read(r, 4096)
+            if not chunk:
+                break
+            theirs += chunk
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        eq(os.waitstatus_to_exitcode(status), 0, "the child's exit code")
+        child = theirs.decode().split(",")
+        ours = [is_token(value(con, "SELECT redlock_acquire(?, 10000)", "ft-parent-%d" % i), "parent's token")
+                for i in range(4)]
+        for t in child:
+            is_token(t, "a token the child drew")
+        eq(set(ours) & set(child), set(), "tokens both the parent and its child drew after the fork")

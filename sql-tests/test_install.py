@@ -81,9 +81,9 @@ def _make(*args, ok=True, env=None):
 
 
 def _version():
-    with open(os.path.join(REPO, "ext", "redlock_ext.h")) as f:
+    with open(os.path.join(REPO, "ext", "redlock_version.h")) as f:
         found = HEADER_DEFINE.findall(f.read())
-    eq(len(found), 1, "#define REDLOCK_VERSION lines in ext/redlock_ext.h")
+    eq(len(found), 1, "#define REDLOCK_VERSION lines in ext/redlock_version.h")
     return found[0]
 
 
@@ -414,9 +414,9 @@ def test_version_one_place():
             path = os.path.join(top, name)
             with open(os.path.join(REPO, path)) as f:
                 text = f.read()
-            if path != os.path.join("ext", "redlock_ext.h"):
+            if path != os.path.join("ext", "redlock_version.h"):
                 check('"%s"' % version not in text and "REDLOCK_VERSION \"" not in text,
-                      "%s spells the version out; it belongs in ext/redlock_ext.h only" % path)
+                      "%s spells the version out; it belongs in ext/redlock_version.h only" % path)
     eq(_make("-s", "version")[1].strip(), version, "make version")
     con = h.connect(None)
     eq(value(con, "SELECT redlock_version()"), version, "redlock_version()")

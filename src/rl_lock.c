@@ -22,12 +22,10 @@ typedef struct keys {
     size_t keylen, fkeylen, chanlen, hkeylen, marklen;
 } keys;
 
+/* The four names share one allocation, owned by key. */
 static void keys_free(keys *k) {
     free(k->key);
-    free(k->fkey);
-    free(k->chan);
-    free(k->mark);
-    free(k->hkey);
+    k->key = k->fkey = k->chan = k->mark = k->hkey = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -36,20 +34,18 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
-    k->key = malloc(k->keylen + 1);
-    k->fkey = malloc(k->fkeylen + 1);
-    k->chan = malloc(k->chanlen + 1);
     k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
-    k->mark = malloc(k->marklen + 1);
     k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
-    k->hkey = malloc(k->hkeylen + 1);
-    if (!k->key || !k->fkey || !k->chan || !k->mark || !k->hkey) {
-        keys_free(k);
-        return -1;
-    }
+    k->key = malloc(k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1);
+    if (!k->key) return -1;
+    k->fkey = k->key + k->keylen + 1;
+    k->chan = k->fkey + k->fkeylen + 1;
+    k->mark = k->chan + k->chanlen + 1;
+    k->hkey = k->mark + k->marklen + 1;
     memcpy(k->hkey, c->set.key_prefix, pl);
     memcpy(k->hkey + pl, res, reslen);
     memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
+    k->hkey[k->hkeylen] = '\0';
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
@@ -57,8 +53,23 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memcpy(k->chan, k->key, k->keylen);
     memcpy(k->chan + k->keylen, RL_RELEASED_SUFFIX, sizeof RL_RELEASED_SUFFIX - 1);
     memcpy(k->mark, k->key, k->keylen);
-    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX);
+    memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX); /* with its NUL */
+    k->key[k->keylen] = k->fkey[k->fkeylen] = k->chan[k->chanlen] = '\0';
     return 0;
+}
+
+/* v (>= 0) in decimal into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. On every acquire, where snprintf cost more than the rest of
+ * building the command. */
+static size_t decimal(char *buf, int64_t v) {
+    char tmp[24], *p = tmp + sizeof tmp;
+    uint64_t u = v > 0 ? (uint64_t)v : 0;
+    do *--p = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    size_t n = (size_t)(tmp + sizeof tmp - p);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return n;
 }
 
 /* The compare-and-delete command for key k and token into argv/lens: with
@@ -94,7 +105,7 @@ rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t res
 }
 
 /* Shared start of every call: counts, nodes present, resource, keys. */
-static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out) {
     out->nodes = c->n;
     out->quorum = rl_client_quorum(c);
     if (c->n == 0)
@@ -102,6 +113,11 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
                       "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
     if (out->quorum > c->n)
         return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
+    return RL_OK;
+}
+
+static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+    if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
     if (rl_lock_check_resource(c, res, reslen, out) != RL_OK) return out->status;
     *votes = calloc((size_t)c->n, sizeof **votes);
     if (!*votes || keys_make(c, res, reslen, k) != 0) {
@@ -110,6 +126,53 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
         return finish(out, RL_NOMEM, "out of memory");
     }
     return RL_OK;
+}
+
+int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
+                  int64_t deadline, rl_outcome *out) {
+    if (subscribed && !*subscribed) {
+        /* From now on a release wakes us; try once more at once, since it
+         * may have come before the subscription did. */
+        *subscribed = 1;
+        if (rl_wait_subscribe(c, key, keylen) > 0) return woken;
+    }
+    int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
+                                  c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
+    /* Woken by a release, we got some nodes but not a quorum: the waiters
+     * woken with us split the nodes. Once per release, try again after a
+     * short random pause instead of a whole retry delay. */
+    if (woken && got_some) d = rl_random_between(0, 5000);
+    if (d < 0) d = 0;
+    if (now + d > deadline) d = deadline - now;
+    woken = rl_wait_for_release(c, key, keylen, d); /* drops c->mu while it waits */
+    if (woken < 0) {
+        /* Every failed attempt is cleaned up before the pause: nothing is held. */
+        finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
+        return -1;
+    }
+    if (c->n != out->nodes) {
+        finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
+        return -1;
+    }
+    return woken;
+}
+
+rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out) {
+    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
+        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
+    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
+        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    return RL_OK;
+}
+
+rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    if (rl_token_new(token) == 0) return RL_OK;
+    return finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
+}
+
+int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms) {
+    if (c->set.fence_ttl_ms <= 0) return 0;
+    return c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms;
 }
 
 /* Validity in µs of a lock set for ttl_ms by an attempt that ran from
@@ -135,6 +198,13 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
     out->yes = r->yes;
     out->no = r->no;
     out->fail = r->fail;
+}
+
+void rl_lock_too_slow(const rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out) {
+    count_votes(out, r);
+    finish(out, RL_NO_QUORUM,
+           "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
+           (long long)((end_us - r->start_us) / 1000), (long long)ttl_ms);
 }
 
 /* The outcome of a round that did not reach a quorum of yes votes. */
@@ -179,14 +249,18 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    int stored = 0;
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
+    if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0, stored = 0;
+    int lagging = 0;
     for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        if (r->votes[i].value >= fence) stored++;
-        else if (only) only[i] = 1, lagging++;
+        if (r->votes[i].state != RL_V_YES || r->votes[i].value >= fence) continue;
+        if (only) only[i] = 1;
+        lagging++;
     }
     if (lagging && votes && only) {
         rl_fence_cmd w;
@@ -216,10 +290,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                           char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     token[0] = '\0';
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
-        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
-    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    if (rl_lock_check_times(ttl_ms, wait_ms, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote *votes = NULL;
@@ -232,19 +303,14 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     int subscribed = 0, woken = 0;
     for (;;) {
         out->attempts++;
-        if (rl_token_new(token) != 0) {
-            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
-            break;
-        }
-        int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
+        if (rl_lock_new_token(token, out) != RL_OK) break;
+        int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
         char ttl[32], fttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
-        snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
+        size_t ttllen = decimal(ttl, ttl_ms), fttllen = decimal(fttl, fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
-        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, strlen(ttl)};
+        size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
         const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
-        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, strlen(ttl),
-                           strlen(fttl)};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
                       .argc = fenced ? 8 : 6,
@@ -306,10 +372,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                    "and the lock was given back: %s",
                    fence, stored, out->quorum, wb_why);
         } else if (r.yes >= out->quorum) {
-            count_votes(out, &r);
-            finish(out, RL_NO_QUORUM,
-                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
-                   (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
+            rl_lock_too_slow(&r, end_us, ttl_ms, out);
         } else {
             rl_lock_not_done(c, &r, out, "held elsewhere");
         }
@@ -319,30 +382,8 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             mark_writer_waiting(c, &k, votes);
             now = rl_now_us();
         }
-        if (!subscribed) {
-            /* From now on a release wakes us; try once more at once, since it
-             * may have come before the subscription did. */
-            subscribed = 1;
-            if (rl_wait_subscribe(c, k.key, k.keylen) > 0) continue;
-        }
-        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
-                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
-        /* Woken by a release, we got some nodes but not a quorum: the waiters
-         * woken with us split the nodes. Once per release, try again after a
-         * short random pause instead of a whole retry delay. */
-        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
-        if (d < 0) d = 0;
-        if (now + d > deadline) d = deadline - now;
-        woken = rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
-        if (woken < 0) {
-            /* The failed attempt above was cleaned up already: nothing is held. */
-            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
-            break;
-        }
-        if (c->n != out->nodes) {
-            finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
-            break;
-        }
+        woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
+        if (woken < 0) break;
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';

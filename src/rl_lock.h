@@ -86,6 +86,40 @@ rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outc
 rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
                         int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
 
+/* The pause between two attempts of an acquire that waits (rl_shared and
+ * rl_many wait the same way). With subscribed (NULL: the caller subscribes
+ * itself) still 0, it first subscribes to key's releases and, when that
+ * worked, returns at once (a release may have come before the
+ * subscription did). Otherwise it waits a random retry delay, or a short
+ * one when a release woke the last pause and this attempt got some yes
+ * votes (the waiters woken with us split the nodes), cut at deadline and
+ * ended early by a release of key. Returns 1 when a release woke it, 0
+ * when the delay ran out (woken unchanged when it only subscribed), -1
+ * when the acquire must stop (out says why: interrupted, or the node list
+ * changed). Caller holds c->mu, which is dropped while it waits. */
+int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
+                  int64_t deadline, rl_outcome *out);
+
+/* Sets out->nodes and out->quorum; RL_OK, or RL_MISUSE with out->msg when
+ * no node is configured or unsafe_test_quorum exceeds the nodes. */
+rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out);
+
+/* RL_OK, or RL_MISUSE with out->msg when ttl_ms or wait_ms is out of its
+ * range (every acquire checks both the same way). */
+rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out);
+
+/* The outcome of an attempt that had a quorum of yes votes but took so
+ * long (from r's start to end_us) that no validity was left. */
+void rl_lock_too_slow(const struct rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out);
+
+/* A fresh token for one attempt; RL_NO_QUORUM with out->msg when the
+ * kernel gave no random bytes. */
+rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* How long a fence counter lives after an acquire of ttl_ms: 0 (for ever)
+ * when fence_ttl_ms is 0, else at least as long as the lock. */
+int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms);
+
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
 

@@ -150,22 +150,10 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
     return RL_OK;
 }
 
-/* Validity in µs of a lock set for ttl_ms by an attempt that ran from
- * start_us to end_us, as for one lock (rl_lock.c). */
-static int64_t validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us, int64_t end_us) {
-    return ttl_ms * 1000 - (end_us - start_us) - rl_client_drift_us(c, ttl_ms);
-}
-
 /* The shared start of both calls: nodes present, names fine, keys made. */
 static rl_status begin(rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out, mkeys *k,
                        rl_vote **votes) {
-    out->nodes = c->n;
-    out->quorum = rl_client_quorum(c);
-    if (c->n == 0)
-        return finish(out, RL_MISUSE,
-                      "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
-    if (out->quorum > c->n)
-        return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
+    if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
     if (rl_many_check(c, n, res, lens, out) != RL_OK) return out->status;
     *votes = calloc((size_t)c->n, sizeof **votes);
     if (!*votes || mkeys_make(c, n, res, lens, k) != 0) {
@@ -232,6 +220,28 @@ static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, c
         k->lens[x++] = strlen(k->num[j]);
     }
     return x;
+}
+
+/* An acquirer about to wait tells the nodes where a name of the set is
+ * held shared to let no new shared holder in until its next try, as
+ * rl_lock does for one name (rl_shared.h); the marker lives as long as
+ * there. One round; its votes decide nothing. */
+static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
+    int64_t slowest = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
+        if (t > slowest) slowest = t;
+    }
+    char nk[16], px[32];
+    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    int a = cmd_head(k, RL_SCRIPT_WRITER_WAITING_MANY, sizeof RL_SCRIPT_WRITER_WAITING_MANY - 1, nk, sizeof nk, k->n);
+    a = cmd_keys(k, a, 0);
+    k->argv[a] = px;
+    k->lens[a++] = strlen(px);
+    k->argv[a] = RL_WRITER_SUFFIX;
+    k->lens[a++] = sizeof RL_WRITER_SUFFIX - 1;
+    rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = c->n, .votes = votes};
+    rl_round_run(c, &r);
 }
 
 /* After a successful fenced round: each name's number is the highest of
@@ -305,10 +315,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                           int64_t wait_ms, char token[RL_TOKEN_LEN + 1], long long *fences, rl_outcome *out) {
     memset(out, 0, sizeof *out);
     token[0] = '\0';
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
-        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
-    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    if (rl_lock_check_times(ttl_ms, wait_ms, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     if (ttl_ms * 1000 <= rl_client_drift_us(c, ttl_ms)) {
         pthread_mutex_unlock(&c->mu);
@@ -335,11 +342,8 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
     int subscribed = -1, woken = 0; /* subscribed: index of the name whose release wakes us */
     for (;;) {
         out->attempts++;
-        if (rl_token_new(token) != 0) {
-            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
-            break;
-        }
-        int64_t fence_ttl = c->set.fence_ttl_ms > 0 ? (c->set.fence_ttl_ms > ttl_ms ? c->set.fence_ttl_ms : ttl_ms) : 0;
+        if (rl_lock_new_token(token, out) != RL_OK) break;
+        int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
         char nk[16], ttl[32], fttl[32], cnt[16], details[RL_HOLDER_DETAILS_MAX];
         size_t dlen = c->set.holder_info ? rl_holder_details(c, "exclusive", details, sizeof details) : 0;
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
@@ -357,14 +361,14 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                       .inspect = acq_inspect, .inspect_ctx = &a};
         rl_round_run(c, &r);
         int64_t end_us = r.end_us;
-        int64_t validity = validity_us(c, ttl_ms, r.start_us, end_us);
+        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         int stored = 0;
         char wb_why[512] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
             /* The numbers are ours to hand out only once a quorum stores them. */
             stored = writeback(c, &r, &k, &a, fences, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
-            validity = validity_us(c, ttl_ms, r.start_us, end_us);
+            validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
@@ -395,10 +399,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                    "and the locks were given back: %s",
                    stored, out->quorum, wb_why);
         } else if (r.yes >= out->quorum) {
-            count_votes(out, &r);
-            finish(out, RL_NO_QUORUM,
-                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
-                   (long long)((end_us - r.start_us) / 1000), (long long)ttl_ms);
+            rl_lock_too_slow(&r, end_us, ttl_ms, out);
         } else {
             not_taken(c, &r, out, &a);
         }
@@ -410,27 +411,19 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         int blocked_on = -1;
         for (int i = 0; i < c->n && blocked_on < 0; i++)
             if (votes[i].state == RL_V_NO) blocked_on = a.blocker[i];
+        if (r.no > 0) { /* after reading the votes: this round reuses them */
+            mark_writer_waiting(c, &k, votes);
+            now = rl_now_us();
+        }
         if (blocked_on >= 0 && blocked_on != subscribed) {
             if (subscribed >= 0) rl_wait_unsubscribe(c);
             subscribed = blocked_on;
             /* A release may have come before the subscription did: try again at once. */
             if (rl_wait_subscribe(c, k.key[blocked_on], k.keylen[blocked_on]) > 0) continue;
         }
-        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
-                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
-        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
-        if (d < 0) d = 0;
-        if (now + d > deadline) d = deadline - now;
         int w = subscribed >= 0 ? subscribed : 0;
-        woken = rl_wait_for_release(c, k.key[w], k.keylen[w], d); /* drops c->mu while it waits */
-        if (woken < 0) {
-            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
-            break;
-        }
-        if (c->n != out->nodes) {
-            finish(out, RL_MISUSE, "the node list changed while waiting for the locks");
-            break;
-        }
+        woken = rl_lock_pause(c, k.key[w], k.keylen[w], NULL, woken, r.yes > 0, now, deadline, out);
+        if (woken < 0) break;
     }
     if (subscribed >= 0) rl_wait_unsubscribe(c);
 done:

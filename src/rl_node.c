@@ -134,26 +134,10 @@ void rl_node_mark_up(rl_client *c, rl_node *node) {
     node->retry_at_us = 0;
 }
 
-/* Finds "name:value\r\n" in an INFO text; copies value into out. */
-static int info_field(const char *text, const char *name, char *out, size_t outlen) {
-    size_t nl = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            size_t k = strcspn(v, "\r\n");
-            if (k >= outlen) k = outlen - 1;
-            memcpy(out, v, k);
-            out[k] = '\0';
-            return 0;
-        }
-    }
-    return -1;
-}
-
 static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
-    if (info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
+    if (rl_nodecheck_info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
     char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
     rl_text_clean(shown, 13, run_id, strlen(run_id));
     /* A run_id other than the one this node had means a restart that this
@@ -166,7 +150,7 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
      * this connection too. A server that restarted has a new run_id and a
      * new uptime: what its new connection reads replaces the old. */
     node->uptime_ms = -1;
-    if (info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
+    if (rl_nodecheck_info_field(r->str, "uptime_in_seconds", uptime, sizeof uptime) == 0) {
         long long up_s = strtoll(uptime, NULL, 10); /* a broken server may say anything */
         if (up_s < 0) up_s = 0;
         if (up_s > 10000000000LL) up_s = 10000000000LL; /* 300 years: far above any TTL, and no overflow below */

@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-/* Finds "name:value\r\n" in an INFO text; copies value into out. */
-static int field(const char *text, const char *name, char *out, size_t outlen) {
+int rl_nodecheck_info_field(const char *text, const char *name, char *out, size_t outlen) {
     size_t nl = strlen(name);
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
         if (strncmp(p, name, nl) == 0 && p[nl] == ':') {
@@ -47,14 +45,15 @@ int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, siz
 int rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return 0;
     char v[64];
-    if (field(r->str, "maxmemory", v, sizeof v) == 0 && field(r->str, "maxmemory_policy", node->maxmemory_policy,
+    if (rl_nodecheck_info_field(r->str, "maxmemory", v, sizeof v) == 0 &&
+        rl_nodecheck_info_field(r->str, "maxmemory_policy", node->maxmemory_policy,
                                                               sizeof node->maxmemory_policy) == 0) {
         long long mm = strtoll(v, NULL, 10); /* a broken server may say anything */
         node->maxmemory = mm > 0 ? mm : 0;
         rl_text_clean_inplace(node->maxmemory_policy, sizeof node->maxmemory_policy);
         node->checks_known |= RL_CHECK_MEMORY;
     }
-    if (field(r->str, "cluster_enabled", v, sizeof v) == 0) {
+    if (rl_nodecheck_info_field(r->str, "cluster_enabled", v, sizeof v) == 0) {
         node->in_cluster = strcmp(v, "0") != 0;
         node->checks_known |= RL_CHECK_CLUSTER;
     }

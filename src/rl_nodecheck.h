@@ -22,6 +22,11 @@ enum { RL_CHECK_MEMORY = 1, RL_CHECK_CLUSTER = 2, RL_CHECK_ALL = 3 };
  * allowed (why in last_error), else 0. Caller holds c->mu. */
 int rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r);
 
+/* Finds "name:value\r\n" in an INFO text (every section rl_node and this
+ * module read) and copies value, cut to outlen - 1 bytes, into out.
+ * Returns 0, or -1 when name is not there. */
+int rl_nodecheck_info_field(const char *text, const char *name, char *out, size_t outlen);
+
 /* Why node's yes must not count (evicting or cluster, not allowed by the
  * settings), into why; 0 when the checks let it count. */
 int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, size_t whylen);

@@ -27,7 +27,11 @@ static int stale_takes_cleanup(const rl_node *node) {
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
-    if (why && why != v->why) snprintf(v->why, sizeof v->why, "%s", why);
+    if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
+        size_t n = strnlen(why, sizeof v->why - 1);
+        memcpy(v->why, why, n);
+        v->why[n] = '\0';
+    }
     if (state == RL_V_YES) r->yes++;
     else if (state == RL_V_NO) r->no++;
     else r->fail++;

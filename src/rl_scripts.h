@@ -120,6 +120,14 @@
 #define RL_SCRIPT_WRITER_WAITING \
     "if redis.call('type',KEYS[1]).ok == 'zset' then redis.call('set',KEYS[2],'1','PX',ARGV[1]) end return 1"
 
+/* The same for several names: KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2]
+ * the marker's suffix (RL_WRITER_SUFFIX). Every name of the set held
+ * shared gets its marker, so shared holders cannot come back on one name
+ * while the waiter is kept out by another. Always 1. */
+#define RL_SCRIPT_WRITER_WAITING_MANY \
+    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then " \
+    "redis.call('set', KEYS[i] .. ARGV[2], '1', 'PX', ARGV[1]) end end return 1"
+
 /* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
  * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
  * lock was set, nil when the key exists already. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "rl_clock.h"
+#include "rl_proc.h"
 #include "rl_shared.h"
 #include "rl_round.h"
 
@@ -32,13 +33,13 @@ rl_session *rl_session_new(void) {
         free(s);
         return NULL;
     }
-    s->pid = getpid();
+    s->pid = rl_proc_pid();
     return s;
 }
 
 void rl_session_check_fork(rl_session *s) {
-    if (s->pid == getpid()) return;
-    s->pid = getpid();
+    if (s->pid == rl_proc_pid()) return;
+    s->pid = rl_proc_pid();
     pthread_mutex_init(&s->mu, NULL);
     init_wake(&s->wake);
     s->keeper_running = s->keeper_stop = 0;

@@ -79,10 +79,7 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
 /* Checks what rl_lock_acquire checks, plus max_holders. */
 static rl_status check_args(const rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                             int64_t max_holders, rl_outcome *out) {
-    if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
-        return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
-    if (wait_ms < 0 || wait_ms > RL_WAIT_MAX_MS)
-        return finish(out, RL_MISUSE, "wait_ms must be a whole number of milliseconds from 0 to %lld", RL_WAIT_MAX_MS);
+    if (rl_lock_check_times(ttl_ms, wait_ms, out) != RL_OK) return out->status;
     if (max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS)
         return finish(out, RL_MISUSE, "max_holders must be a whole number from 1 to %d, or 0 for no limit",
                       RL_SHARED_MAX_HOLDERS);
@@ -131,10 +128,7 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
     size_t dlen = c->set.holder_info ? rl_holder_details(c, "shared", details, sizeof details) : 0;
     for (;;) {
         out->attempts++;
-        if (rl_token_new(token) != 0) {
-            finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
-            break;
-        }
+        if (rl_lock_new_token(token, out) != RL_OK) break;
         const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
         size_t lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1, 1, k.keylen, k.marklen, RL_TOKEN_LEN, strlen(ttl),
                          strlen(lim), dlen};
@@ -153,33 +147,14 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
         /* Failed attempt: give back whatever we got, on every node that may hold it. */
         cleanup(c, &r, &k, token);
         if (r.yes >= out->quorum) {
-            count_votes(out, &r);
-            finish(out, RL_NO_QUORUM,
-                   "acquiring took %lld ms, which used up the validity of a %lld ms lock; raise ttl_ms or lower timeout_ms",
-                   (long long)((r.end_us - r.start_us) / 1000), (long long)ttl_ms);
+            rl_lock_too_slow(&r, r.end_us, ttl_ms, out);
         } else {
             rl_lock_not_done(c, &r, out, "held exclusively or full");
         }
         int64_t now = rl_now_us();
         if (now >= deadline) break;
-        if (!subscribed) {
-            subscribed = 1;
-            if (rl_wait_subscribe(c, k.key, k.keylen) > 0) continue;
-        }
-        int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
-                                      c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
-        if (woken && r.yes > 0) d = rl_random_between(0, 5000);
-        if (d < 0) d = 0;
-        if (now + d > deadline) d = deadline - now;
-        woken = rl_wait_for_release(c, k.key, k.keylen, d); /* drops c->mu while it waits */
-        if (woken < 0) {
-            finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
-            break;
-        }
-        if (c->n != out->nodes) {
-            finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
-            break;
-        }
+        woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
+        if (woken < 0) break;
     }
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';

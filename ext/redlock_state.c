@@ -1,0 +1,66 @@
+/* redlock_state: the per-connection state shared by the binding's
+ * functions and tables, and their error reporting.
+ * SPDX-License-Identifier: BSD-3-Clause */
+#include "redlock_state.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl_text.h"
+
+SQLITE_EXTENSION_INIT3
+
+redlock_state *redlock_state_new(void) {
+    redlock_state *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->refs = 1;
+    st->session = rl_session_new();
+    if (!st->session) {
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+redlock_state *redlock_state_ref(redlock_state *st) {
+    st->refs++;
+    return st;
+}
+
+void redlock_state_unref(void *p) {
+    redlock_state *st = p;
+    if (!st || --st->refs > 0) return;
+    rl_session_free(st->session);
+    free(st);
+}
+
+void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) {
+    char msg[RL_ERR_MAX + 200]; /* "redlock: ", a context, and an engine message */
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(msg, sizeof msg, "redlock: ");
+    vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    rl_text_clean_inplace(msg, sizeof msg);
+    sqlite3_result_error(ctx, msg, -1);
+}
+
+int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_free(vt->zErrMsg);
+    vt->zErrMsg = msg ? sqlite3_mprintf("redlock: %s", msg) : NULL;
+    sqlite3_free(msg);
+    if (vt->zErrMsg) rl_text_clean_inplace(vt->zErrMsg, strlen(vt->zErrMsg) + 1);
+    return SQLITE_ERROR;
+}
+
+redlock_state *redlock_state_of(sqlite3_context *ctx) {
+    redlock_state *st = sqlite3_user_data(ctx);
+    rl_session_check_fork(st->session);
+    return st;
+}

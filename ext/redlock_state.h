@@ -1,0 +1,44 @@
+/* redlock_state: the per-connection state every SQL function and table of
+ * the binding shares, and how their calls report errors. The binding opens
+ * no socket; every network call goes through the engine in src/.
+ * SPDX-License-Identifier: BSD-3-Clause */
+#ifndef REDLOCK_STATE_H
+#define REDLOCK_STATE_H
+
+#include <sqlite3ext.h>
+
+#include "rl_session.h"
+
+/* One per SQLite connection, shared (reference-counted) by every function
+ * and table registered on it; the last unref, at sqlite3_close, releases
+ * every lock the connection still holds and frees the session. */
+typedef struct redlock_state {
+    int refs;
+    rl_session *session;
+    int default_nodes;  /* the node list is still the default 127.0.0.1:6379,
+                           REDLOCK_NODES being unset */
+} redlock_state;
+
+/* A new state with a new session, one reference held by the caller; NULL
+ * on OOM. */
+redlock_state *redlock_state_new(void);
+
+/* Takes one more reference and returns st. */
+redlock_state *redlock_state_ref(redlock_state *st);
+
+/* Drops one reference (a destructor for SQLite's registration calls). */
+void redlock_state_unref(void *st);
+
+/* The state of the function's connection; first makes sure a forked child
+ * does not act on its parent's locks or sockets (rl_session_check_fork). */
+redlock_state *redlock_state_of(sqlite3_context *ctx);
+
+/* Sets an error result "redlock: <msg>" on ctx, made safe to show
+ * (rl_text_clean: whole UTF-8 characters, no control characters). */
+void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sets the virtual table's error message "redlock: <msg>", cleaned the same
+ * way, and returns SQLITE_ERROR (for xUpdate, xBegin, ...). */
+int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
