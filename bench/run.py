@@ -303,14 +303,16 @@ def cycles_healthy(b, nodes, reps, counts=(1, 3, 5)):
 
 def cycles_shared(b, nodes, reps):
     """redlock_acquire_shared + release cycles beside exclusive ones (fencing
-    on for the exclusive ones, as by default), alternating:
-    {n: {"exclusive":..., "shared":...}}."""
+    on for the exclusive ones, as by default) and beside shared ones without
+    holder details (holder_info 0), alternating:
+    {n: {"exclusive":..., "shared":..., "shared_off":...}}."""
     res = {}
     for n in (1, 3, 5):
-        runs = {"exclusive": [], "shared": []}
+        runs = {"exclusive": [], "shared": [], "shared_off": []}
         for _ in range(reps):
             runs["exclusive"].append(b.ours(nodes[:n], 1))
             runs["shared"].append(b.ours(nodes[:n], 1, shared=True))
+            runs["shared_off"].append(b.ours(nodes[:n], 1, shared=True, settings=["holder_info=0"]))
         res[n] = {k: summary(v) for k, v in runs.items()}
         print("bench: shared and exclusive, %d node(s): done" % n, flush=True)
     return res
@@ -318,11 +320,14 @@ def cycles_shared(b, nodes, reps):
 
 def shared_lines(sh):
     L = ["Shared locks: redlock_acquire_shared + release (EVAL add-holder, EVAL release) beside "
-         "redlock_acquire + release (fencing on); ratio = shared / exclusive, runs alternating"]
+         "redlock_acquire + release (fencing on), ratio = shared / exclusive; and beside shared cycles with "
+         "holder_info 0, ratio on/off = what the holders' details cost; runs alternating"]
     for n in (1, 3, 5):
         s = sh[n]
         L.append(row("ours, exclusive", n, s["exclusive"]))
         L.append(row("ours, shared", n, s["shared"], rtxt(ratio(s["shared"], s["exclusive"]), "shared/excl")))
+        L.append(row("ours, shared, holder_info 0", n, s["shared_off"],
+                     rtxt(ratio(s["shared"], s["shared_off"]), "on/off")))
     return L
 
 

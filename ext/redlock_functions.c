@@ -350,8 +350,18 @@ static void fn_holder(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_str_appendall(js, ",\"nodes\":[");
     for (int i = 0; i < h.nnodes; i++) sqlite3_str_appendf(js, "%s%lld", i ? "," : "", (long long)h.node_ids[i]);
     sqlite3_str_appendall(js, "]");
-    if (h.holders >= 0) sqlite3_str_appendf(js, ",\"kind\":\"shared\",\"holders\":%lld", h.holders);
-    else if (h.has_details) {
+    if (h.holders >= 0) {
+        sqlite3_str_appendf(js, ",\"kind\":\"shared\",\"holders\":%lld,\"holder_list\":[", h.holders);
+        for (int i = 0; i < h.nlist; i++) {
+            const rl_holder_entry *e = &h.list[i];
+            sqlite3_str_appendall(js, i ? ",{\"host\":" : "{\"host\":");
+            json_text(js, e->host);
+            sqlite3_str_appendf(js, ",\"pid\":%lld,\"app\":", e->pid);
+            json_text(js, e->app);
+            sqlite3_str_appendf(js, ",\"since\":%lld,\"ttl_ms\":%lld}", e->since_ms, (long long)e->ttl_ms);
+        }
+        sqlite3_str_appendall(js, "]");
+    } else if (h.has_details) {
         sqlite3_str_appendall(js, ",\"kind\":");
         json_text(js, h.kind);
         sqlite3_str_appendall(js, ",\"host\":");

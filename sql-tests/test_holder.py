@@ -127,3 +127,87 @@ def test_shared_lock_shows_kind_and_holders_3n():
     eq(holder(w, "sh")["holders"], 1, "one holder left")
     eq(value(b, "SELECT redlock_release('sh')"), 1, "b releases")
     eq(holder(w, "sh"), None, "free")
+
+
+def test_shared_holders_listed_3n():
+    """Each live shared holder is listed with its own details (from the
+    hash <key>:holders, kept by the node's scripts), never with a token;
+    a released or expired holder leaves the list."""
+    c = h.shared_cluster(3)
+    a = h.connect(c, client_name="etl-a", auto_extend=0)
+    other = h.SqlProc(c, client_name="etl-b", auto_extend=0)  # another process: another pid
+    short = h.connect(c, client_name="etl-short", auto_extend=0)
+    w = h.connect(c)
+    try:
+        t0 = int(time.time() * 1000)
+        ta = is_token(value(a, "SELECT redlock_acquire_shared('sl', 10000)"))
+        tb = is_token(other.value("SELECT redlock_acquire_shared('sl', 10000)"))
+        t1 = int(time.time() * 1000)
+        h.settle(a)
+        raw = value(w, "SELECT redlock_holder('sl')")
+        for t in (ta, tb):
+            check(t not in raw, "no token in %r" % raw)
+        j = json.loads(raw)
+        eq((j["kind"], j["holders"]), ("shared", 2), "kind and number of holders")
+        got = sorted((e["app"], e["pid"], e["host"]) for e in j["holder_list"])
+        eq(got, [("etl-a", os.getpid(), socket.gethostname()[:64]), ("etl-b", other.proc.pid, socket.gethostname()[:64])],
+           "both holders with their app names and pids")
+        for e in j["holder_list"]:
+            check(t0 - 5 <= e["since"] <= t1 + 5, "since %r within [%d, %d]" % (e["since"], t0, t1))
+            check(0 < e["ttl_ms"] <= 10000, "ttl_ms %r" % e["ttl_ms"])
+            eq(sorted(e.keys()), ["app", "host", "pid", "since", "ttl_ms"], "the details of one holder")
+        for n in c:
+            eq(n.cmd("SET", "sl", "x", "NX", "PX", "1000"), None, "a foreign SET NX is still refused on %s" % n.addr)
+            flat = n.cmd("HGETALL", "sl:holders")
+            eq(len(flat), 4, "two holders' details on %s" % n.addr)
+            for t in (ta, tb):
+                check(all(t not in x for x in flat), "no token in the hash on %s" % n.addr)
+            check(0 < n.pttl("sl:holders") <= n.pttl("sl") + 5, "details live as long as the lock on %s" % n.addr)
+        is_token(value(short, "SELECT redlock_acquire_shared('sl', 1500)"))
+        h.settle(short)
+        apps = lambda: sorted(e["app"] for e in holder(w, "sl")["holder_list"])
+        eq(apps(), ["etl-a", "etl-b", "etl-short"], "three holders")
+        h.wait_until(lambda: apps() == ["etl-a", "etl-b"], timeout=15, what="the expired holder leaves the list")
+        eq(value(a, "SELECT redlock_release('sl')"), 1, "a releases")
+        h.settle(a)
+        j = holder(w, "sl")
+        eq(([e["app"] for e in j["holder_list"]], j["holders"]), (["etl-b"], 1), "the released holder is gone")
+        for n in c:
+            eq(n.cmd("HLEN", "sl:holders"), 1, "expired and released holders pruned from the hash on %s" % n.addr)
+        eq(other.value("SELECT redlock_release('sl')"), 1, "b releases")
+        eq(holder(w, "sl"), None, "free")
+        h.settle(w)
+        for n in c:
+            eq(n.cmd("EXISTS", "sl", "sl:holders"), 0, "lock and details deleted with the last holder on %s" % n.addr)
+    finally:
+        other.kill()
+
+
+def test_shared_holder_info_off_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(c, holder_info=0)
+    is_token(value(con, "SELECT redlock_acquire_shared('so', 10000)"))
+    h.settle(con)
+    for n in c:
+        eq(n.cmd("EXISTS", "so:holders"), 0, "no details written on %s" % n.addr)
+    j = holder(con, "so")
+    eq((j["kind"], j["holders"], j["holder_list"]), ("shared", 1, []), "counted, not listed")
+    value(con, "SELECT redlock_release('so')")
+
+
+def test_acquire_many_writes_details_3n():
+    """Each name of redlock_acquire_many gets the same <key>:holder details
+    as a single acquisition; release_many deletes them with the keys."""
+    c = h.shared_cluster(3)
+    con, w = h.connect(c, client_name="batch"), h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire_many('[\"m1\",\"m2\"]', 10000)"))
+    h.settle(con)
+    for name in ("m1", "m2"):
+        raw = value(w, "SELECT redlock_holder(?)", name)
+        check(tok not in raw, "no token in %r" % raw)
+        j = json.loads(raw)
+        eq((j["kind"], j["app"], j["pid"]), ("exclusive", "batch", os.getpid()), "details of %s" % name)
+    eq(value(con, "SELECT redlock_release_many('[\"m1\",\"m2\"]')"), 2, "both released")
+    h.settle(con)
+    for n in c:
+        eq(n.cmd("EXISTS", "m1:holder", "m2:holder"), 0, "details deleted with the keys on %s" % n.addr)

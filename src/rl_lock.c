@@ -325,7 +325,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         const char *h_argv[10];
         size_t h_lens[10];
         if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
-            size_t dlen = rl_holder_details(c, details, sizeof details);
+            size_t dlen = rl_holder_details(c, "exclusive", details, sizeof details);
             const char *a[10] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "2", k.key, k.hkey,
                                  fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
                                  details, fttl};

@@ -161,8 +161,23 @@ rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t res
 #define RL_HOLDER_DETAILS_MAX 256
 #define RL_HOLDER_TEXT_MAX 64   /* bytes of host and app kept */
 
-/* This process's details, for an acquisition now, into buf; their length. */
-size_t rl_holder_details(const rl_client *c, char *buf, size_t buflen);
+/* This process's details, for an acquisition of kind ("exclusive",
+ * "shared") now, into buf; their length. */
+size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen);
+
+/* A shared lock's holders keep their details in the hash "<key>:holders"
+ * (field: the SHA1 of the token, computed on the node; value: the details),
+ * kept by the same scripts that keep the sorted set (rl_scripts.h).
+ * rl_lock_holder lists at most this many of them. */
+#define RL_HOLDER_LIST_MAX 100
+
+typedef struct rl_holder_entry {
+    char host[RL_HOLDER_TEXT_MAX + 4];
+    char app[RL_HOLDER_TEXT_MAX + 4];
+    long long pid;
+    long long since_ms;
+    int64_t ttl_ms;         /* the smallest left over the nodes that list it */
+} rl_holder_entry;
 
 typedef struct rl_holder {
     int held;               /* a quorum holds the same lock */
@@ -177,6 +192,8 @@ typedef struct rl_holder {
     char kind[16];
     long long holders;      /* a shared lock: the fewest live holders over its
                                nodes; -1 for an exclusive lock */
+    int nlist;              /* a shared lock: its holders with details that */
+    rl_holder_entry *list;  /* a quorum lists (owned, rl_holder_clear) */
 } rl_holder;
 
 void rl_holder_clear(rl_holder *h);

@@ -21,19 +21,20 @@ static const char *field_text(char *buf, size_t buflen, const char *s) {
     return rl_text_excerpt(buf, buflen, s, strlen(s), RL_HOLDER_TEXT_MAX);
 }
 
-size_t rl_holder_details(const rl_client *c, char *buf, size_t buflen) {
+size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen) {
     char host[256] = "", h[RL_HOLDER_TEXT_MAX + 4], a[RL_HOLDER_TEXT_MAX + 4];
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     struct timeval tv;
     gettimeofday(&tv, NULL);
     long long now_ms = (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-    int k = snprintf(buf, buflen, TAG SEP "%s" SEP "%ld" SEP "%s" SEP "%lld" SEP "exclusive", field_text(h, sizeof h, host),
-                     (long)getpid(), field_text(a, sizeof a, c->set.client_name), now_ms);
+    int k = snprintf(buf, buflen, TAG SEP "%s" SEP "%ld" SEP "%s" SEP "%lld" SEP "%s", field_text(h, sizeof h, host),
+                     (long)getpid(), field_text(a, sizeof a, c->set.client_name), now_ms, kind);
     return k < 0 ? 0 : (size_t)k < buflen ? (size_t)k : buflen - 1;
 }
 
 void rl_holder_clear(rl_holder *h) {
     free(h->node_ids);
+    free(h->list);
     memset(h, 0, sizeof *h);
 }
 
@@ -76,6 +77,70 @@ static int parse_details(const char *s, rl_holder *out) {
     return 0;
 }
 
+/* The shared holders listed by the nodes, merged by the SHA1 of their
+ * token (which stays here: it is never shown). */
+typedef struct listed {
+    char id[41];
+    int count, last_node;
+    rl_holder_entry e;
+} listed;
+
+typedef struct lister {
+    listed *l; /* RL_HOLDER_LIST_MAX entries, owned by rl_lock_holder */
+    int n;
+} lister;
+
+/* Reads the list of a yes answer ({sha1, ms left, details} triples);
+ * what is malformed is skipped, never trusted. */
+static int list_inspect(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen) {
+    (void)why, (void)whylen;
+    lister *ls = ctx;
+    if (state != RL_V_YES || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) return 0;
+    const rl_reply *l = rep->element[3];
+    for (size_t i = 0; i + 2 < l->elements && i < 3 * RL_HOLDER_LIST_MAX; i += 3) {
+        const rl_reply *id = l->element[i], *ttl = l->element[i + 1], *d = l->element[i + 2];
+        if (id->type != REDIS_REPLY_STRING || id->len != 40 || strspn(id->str, "0123456789abcdef") != 40 ||
+            ttl->type != REDIS_REPLY_INTEGER || ttl->integer <= 0 || d->type != REDIS_REPLY_STRING ||
+            d->len >= RL_HOLDER_DETAILS_MAX || memchr(d->str, '\0', d->len))
+            continue;
+        int j = 0;
+        while (j < ls->n && memcmp(ls->l[j].id, id->str, 40) != 0) j++;
+        if (j == ls->n) {
+            rl_holder tmp;
+            memset(&tmp, 0, sizeof tmp);
+            if (ls->n == RL_HOLDER_LIST_MAX || parse_details(d->str, &tmp) != 0) continue;
+            listed *e = &ls->l[ls->n++];
+            memcpy(e->id, id->str, 40);
+            e->id[40] = '\0';
+            e->count = 0;
+            e->last_node = -1;
+            memcpy(e->e.host, tmp.host, sizeof e->e.host);
+            memcpy(e->e.app, tmp.app, sizeof e->e.app);
+            e->e.pid = tmp.pid;
+            e->e.since_ms = tmp.since_ms;
+            e->e.ttl_ms = ttl->integer;
+        }
+        listed *e = &ls->l[j];
+        if (e->last_node == node) continue; /* a node counts once for each holder */
+        e->last_node = node;
+        e->count++;
+        if (ttl->integer < e->e.ttl_ms) e->e.ttl_ms = ttl->integer;
+    }
+    return 0;
+}
+
+/* Keeps in out the listed holders a quorum of nodes list. */
+static int list_keep(const lister *ls, int quorum, rl_holder *out) {
+    int n = 0;
+    for (int j = 0; j < ls->n; j++) n += ls->l[j].count >= quorum;
+    if (n == 0) return 0;
+    out->list = calloc((size_t)n, sizeof *out->list);
+    if (!out->list) return -1;
+    for (int j = 0; j < ls->n; j++)
+        if (ls->l[j].count >= quorum) out->list[out->nlist++] = ls->l[j].e;
+    return 0;
+}
+
 /* The identity part of a vote's why (up to the separator). */
 static size_t id_len(const char *why) { return strcspn(why, SEP); }
 
@@ -90,7 +155,8 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     o->quorum = rl_client_quorum(c);
     rl_vote *votes = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *votes);
     out->node_ids = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *out->node_ids);
-    if (!key || !votes || !out->node_ids) {
+    lister ls = {.l = calloc(RL_HOLDER_LIST_MAX, sizeof(listed)), .n = 0};
+    if (!key || !votes || !out->node_ids || !ls.l) {
         o->status = RL_NOMEM;
         snprintf(o->msg, sizeof o->msg, "out of memory");
         goto done;
@@ -103,10 +169,13 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     memcpy(key, c->set.key_prefix, pl);
     memcpy(key + pl, res, reslen);
     memcpy(key + pl + reslen, ":holder", sizeof ":holder");
-    const char *argv[5] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key};
-    size_t lens[5] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1};
-    rl_round r = {.kind = RL_K_HOLDER, .argc = 5, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
-                  .votes = votes};
+    char most[16];
+    snprintf(most, sizeof most, "%d", RL_HOLDER_LIST_MAX);
+    const char *argv[6] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key, most};
+    size_t lens[6] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1,
+                      strlen(most)};
+    rl_round r = {.kind = RL_K_HOLDER, .argc = 6, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
+                  .votes = votes, .inspect = list_inspect, .inspect_ctx = &ls};
     rl_round_run(c, &r);
     o->yes = r.yes;
     o->fail = r.fail;
@@ -148,8 +217,13 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
         }
     }
     if (out->ttl_ms == INT64_MAX) out->ttl_ms = -1;
+    if (out->holders >= 0 && list_keep(&ls, o->quorum, out) != 0) {
+        o->status = RL_NOMEM;
+        snprintf(o->msg, sizeof o->msg, "out of memory");
+    }
 done:
     pthread_mutex_unlock(&c->mu);
+    free(ls.l);
     free(votes);
     free(key);
     if (o->status != RL_OK) rl_holder_clear(out);

@@ -344,7 +344,8 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
-        char nk[16], ttl[32], fttl[32], cnt[16];
+        char nk[16], ttl[32], fttl[32], cnt[16], details[RL_HOLDER_DETAILS_MAX];
+        size_t dlen = c->set.holder_info ? rl_holder_details(c, "exclusive", details, sizeof details) : 0;
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
         snprintf(cnt, sizeof cnt, "%d", n);
@@ -353,6 +354,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         if (fenced) x = cmd_keys(&k, x, 1);
         const char *tail[4] = {token, ttl, fttl, cnt};
         for (int j = 0; j < 4; j++) k.argv[x] = tail[j], k.lens[x++] = strlen(tail[j]);
+        if (c->set.holder_info) k.argv[x] = details, k.lens[x++] = dlen; /* argv has room: 2n + 8 */
         for (int i = 0; i < c->n; i++) a.blocker[i] = -1;
         rl_round r = {.kind = RL_K_ACQUIRE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,

@@ -12,13 +12,19 @@
 
 /* A shared lock's key is a sorted set: member token -> expiry (ms, node
  * clock), plus the member '' whose score is -1 - max_holders (0: no
- * limit). Drops expired holders; deletes the key when none is left, else
- * makes it live as long as its last holder. Needs `now`. */
+ * limit). Its holders' details (holder_info) are in the hash
+ * KEYS[1]..':holders', field the SHA1 of the token (so no token is
+ * readable there), value the details text (rl_lock_holder.c). Drops expired
+ * holders and their details; deletes both keys when none is left, else
+ * makes both live as long as the last holder. Needs `now`. */
 #define RL_LUA_SHARED_TIDY \
-    "local function tidy() redis.call('zremrangebyscore',KEYS[1],0,now) " \
+    "local hk = KEYS[1] .. ':holders' " \
+    "local function tidy() local ex = redis.call('zrangebyscore',KEYS[1],0,now) " \
+    "if #ex > 0 then redis.call('zremrangebyscore',KEYS[1],0,now) " \
+    "if redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
     "local last = redis.call('zrange',KEYS[1],-1,-1,'withscores') " \
-    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1]) return 0 end " \
-    "redis.call('pexpireat',KEYS[1],last[2]) return 1 end "
+    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1],hk) return 0 end " \
+    "redis.call('pexpireat',KEYS[1],last[2]) redis.call('pexpireat',hk,last[2]) return 1 end "
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
  * waiters on (rl_wait.h). 1 when our key (a string holding the token) or
@@ -37,7 +43,7 @@
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc then tidy() return 0 end " \
-    "redis.call('zrem',KEYS[1],ARGV[1]) tidy() " \
+    "redis.call('zrem',KEYS[1],ARGV[1]) redis.call('hdel',hk,redis.sha1hex(ARGV[1])) tidy() " \
     "if tonumber(sc) <= now then return 0 end " \
     "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1"
 
@@ -54,7 +60,7 @@
     "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
-    "if not sc or tonumber(sc) <= now then redis.call('zrem',KEYS[1],ARGV[1]) tidy() return 0 end " \
+    "if not sc or tonumber(sc) <= now then tidy() return 0 end " \
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
     "if k > 0 and tostring(k) ~= ARGV[3] then return redis.error_reply('this shared lock has max_holders ' " \
     ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
@@ -103,7 +109,9 @@
     "local t = redis.call('pttl',KEYS[1]) if t > 2147483647 then t = 2147483647 end return t"
 
 /* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] token,
- * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit). Adds a shared holder
+ * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit), ARGV[4] (holder_info)
+ * the holder's details, kept under the SHA1 of the token in
+ * KEYS[1]..':holders'. Adds a shared holder
  * expiring ttl ms from now on the node's clock: 1, or 0 when the key is
  * held exclusively (any other type), when max_holders live holders are in,
  * or when an exclusive acquirer waits (the marker exists). A max_holders
@@ -120,7 +128,8 @@
     "n = redis.call('zcount',KEYS[1],'(0','+inf') end " \
     "if redis.call('exists',KEYS[2]) == 1 then return 0 end " \
     "if k > 0 and n >= k then return 0 end " \
-    "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1"
+    "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) " \
+    "if ARGV[4] then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4]) end tidy() return 1"
 
 /* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms. Set by
  * an exclusive acquirer that is going to wait while shared holders have the
@@ -154,7 +163,9 @@
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
- * counter ttl ms (0: never expires), ARGV[4] n. Sets every key or none: when
+ * counter ttl ms (0: never expires), ARGV[4] n, ARGV[5] (holder_info) the
+ * holder's details, set on each <key>:holder with the lock's PX as a single
+ * acquisition does (rl_lock_holder.c). Sets every key or none: when
  * any key exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1} followed,
@@ -175,6 +186,7 @@
     "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
     "out[a - n + j] = c + 1 end end end " \
     "for i = 1, n do redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2]) end " \
+    "if ARGV[5] then for i = 1, n do redis.call('set', KEYS[i] .. ':holder', ARGV[5], 'PX', ARGV[2]) end end " \
     "for i = 1, #out - 1 do local c = string.format('%.0f', out[i + 1]) " \
     "if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[n + i], c, 'PX', ARGV[3]) " \
     "else redis.call('set', KEYS[n + i], c) end end " \
@@ -182,7 +194,7 @@
 
 /* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
  * alone: one token for all). Deletes each key that still holds its token
- * and tells waiters on <key>:released (rl_wait.h). Answers a string of n
+ * (and its holder details, <key>:holder) and tells waiters on <key>:released (rl_wait.h). Answers a string of n
  * characters, '1' where the key was deleted, '0' where it was not ours. */
 #define RL_SCRIPT_RELEASE_MANY \
     "local out, del = {}, {} " \
@@ -190,17 +202,19 @@
     "for j = 1, #v do local i = a + j - 1 " \
     "if v[j] == (ARGV[i] or ARGV[1]) then out[i] = '1' del[#del + 1] = KEYS[i] else out[i] = '0' end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for i = 1, #del do redis.call('publish', del[i] .. ':released', '') end " \
+    "for i = 1, #del do redis.call('del', del[i] .. ':holder') redis.call('publish', del[i] .. ':released', '') end " \
     "return table.concat(out)"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
- * keys, ARGV[1] token. Deletes each key that still holds the token, tells
+ * keys, ARGV[1] token. Deletes each key that still holds the token (and
+ * its <key>:holder), tells
  * nobody, and answers how many it deleted. */
 #define RL_SCRIPT_CLEANUP_MANY \
     "local del = {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
+    "for i = 1, #del do redis.call('del', del[i] .. ':holder') end " \
     "return #del"
 
 /* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
@@ -230,14 +244,22 @@
     "if tonumber(ARGV[4]) > 0 then redis.call('pexpire',KEYS[3],ARGV[4]) else redis.call('persist',KEYS[3]) end " \
     "return f"
 
-/* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key. Returns
- * {pttl of the lock key, an identity of its value that is no token (the
- * SHA1 of a string, else the key's type), the details or false; for a
- * shared lock (a sorted set) its number of live holders instead}. */
+/* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
+ * the most shared holders to list. Returns {pttl of the lock key, an
+ * identity of its value that is no token (the SHA1 of a string, else the
+ * key's type), the details or false; for a shared lock (a sorted set) its
+ * number of live holders instead, then a list: for each of the first
+ * ARGV[1] live shared holders that has details, the SHA1 of its token, the
+ * ms it has left on the node's clock and its details}. */
 #define RL_SCRIPT_HOLDER_READ \
-    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) " \
+    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) local l = {} " \
     "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
-    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) end " \
-    "return {redis.call('pttl',KEYS[1]), id, d}"
+    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
+    "local hk = KEYS[1] .. ':holders' " \
+    "if redis.call('exists',hk) == 1 then " \
+    "local m = redis.call('zrangebyscore',KEYS[1],'(' .. now,'+inf','withscores','limit',0,tonumber(ARGV[1])) " \
+    "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) local v = redis.call('hget',hk,f) " \
+    "if v then l[#l + 1] = f l[#l + 1] = tonumber(m[i + 1]) - now l[#l + 1] = v end end end end " \
+    "return {redis.call('pttl',KEYS[1]), id, d, l}"
 
 #endif

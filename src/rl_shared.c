@@ -121,16 +121,19 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = rl_now_us() + wait_ms * 1000;
     int subscribed = 0, woken = 0;
-    char ttl[32], lim[32];
+    char ttl[32], lim[32], details[RL_HOLDER_DETAILS_MAX];
     snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
     snprintf(lim, sizeof lim, "%lld", (long long)max_holders);
+    /* with holder_info, the holder's details go in the same script */
+    size_t dlen = c->set.holder_info ? rl_holder_details(c, "shared", details, sizeof details) : 0;
     for (;;) {
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
-        const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim};
+        const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
         size_t lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1, 1, k.keylen, k.marklen, RL_TOKEN_LEN, strlen(ttl),
-                         strlen(lim)};
-        rl_round r = {.kind = RL_K_ACQUIRE_SHARED, .argc = 8, .argv = argv, .lens = lens, .quorum = out->quorum,
+                         strlen(lim), dlen};
+        rl_round r = {.kind = RL_K_ACQUIRE_SHARED, .argc = c->set.holder_info ? 9 : 8, .argv = argv, .lens = lens,
+                      .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes};
         rl_round_run(c, &r);
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, r.end_us);

@@ -108,9 +108,11 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
                         "the key holds the token but has no expiry (not a lock this extension took)");
         return unexpected(r, why, whylen);
     case RL_K_HOLDER:
-        /* {pttl, identity, details or nil}: the answer itself, into why as
-         * "<identity>\x1f<details>" (rl_holder.c parses and checks it) */
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        /* {pttl, identity, details or nil, shared holders}: the first three
+         * into why as "<identity>\x1f<details>" (rl_lock_holder.c parses and
+         * checks it, and reads the list from the reply itself) */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[3]->type == REDIS_REPLY_ARRAY &&
             (r->element[1]->type == REDIS_REPLY_STRING || r->element[1]->type == REDIS_REPLY_STATUS)) {
             const rl_reply *id = r->element[1], *d = r->element[2];
             *value = r->element[0]->integer;
