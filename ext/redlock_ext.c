@@ -74,11 +74,15 @@ static int interrupted(void *ctx) {
  * extension is ordered after the write), and only the first loads take the
  * mutex (held for one store; once set, a fork never finds it taken). */
 static void set_api(const sqlite3_api_routines *api) {
+#ifdef SQLITE_CORE
+    (void)api; /* built into SQLite itself (the fuzz targets): no API pointer */
+#else
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     if (__atomic_load_n(&sqlite3_api, __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&mu);
     if (!__atomic_load_n(&sqlite3_api, __ATOMIC_RELAXED)) __atomic_store_n(&sqlite3_api, api, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&mu);
+#endif
 }
 
 /* The entry point SQLite looks for when loading "redlock". */

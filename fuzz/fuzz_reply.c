@@ -57,7 +57,8 @@ static int clean_text(const char *s) {
 
 static int is_lock_kind(int kind) {
     return kind == RL_K_ACQUIRE || kind == RL_K_ACQUIRE_FENCED || kind == RL_K_RELEASE || kind == RL_K_EXTEND ||
-           kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP || kind == RL_K_CHECK;
+           kind == RL_K_WRITEBACK || kind == RL_K_CLEANUP || kind == RL_K_CHECK || kind == RL_K_ACQUIRE_SHARED ||
+           kind == RL_K_MARK;
 }
 
 static void classify(const rl_reply *r, int depth) {
