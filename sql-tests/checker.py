@@ -67,6 +67,42 @@ EXT = os.path.abspath(os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlo
 HOLD_MIX = {"hold_ms": [1, 8], "long_p": 0.12, "nearly_all_p": 0.06}
 
 
+def await_workers(procs, threads, faults, stop, start_at, until, wait_ms, what):
+    """Runs faults(stop, until) in a thread from start_at (when faults is
+    given), reads each worker's report (the last line it prints, JSON), then
+    stops and joins every thread (the caller's pause threads too). Raises
+    AssertionError when a worker fails or outlives the run, or the fault
+    injection raised. Shared by the checkers of every lock kind."""
+    fault_error = []
+    if faults:
+        def fault_main():
+            try:
+                now = time.monotonic()
+                if start_at > now:
+                    time.sleep(start_at - now)
+                faults(stop, until)
+            except BaseException as e:          # reported after the run
+                fault_error.append(e)
+        t = threading.Thread(target=fault_main, daemon=True)
+        t.start()
+        threads.append(t)
+    reports = []
+    limit = until + wait_ms / 1000.0 + 30
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1.0, limit - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise AssertionError("%s did not finish in time" % what)
+        if p.returncode != 0 or not out.strip():
+            raise AssertionError("%s failed (exit %s): %s" % (what, p.returncode, err.strip()[-2000:]))
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    stop.set()
+    for t in threads:
+        t.join(30)
+    if fault_error:
+        raise AssertionError("fault injection failed: %r" % (fault_error[0],))
+    return reports
+
 def _interval_overlaps(holds):
     """Consecutive holds (by start) whose intervals intersect, as pairs
     (the hold that was still running, the one that started within it)."""
@@ -217,7 +253,6 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
     procs = []
     stop = threading.Event()
     threads = []
-    fault_error = []
     pauses = []
     try:
         start_at = time.monotonic() + 0.5 + 0.05 * workers    # time to load
@@ -240,34 +275,7 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
                                  args=(procs, ttl_ms / 1000.0 * 1.5, stop, pauses))
             t.start()
             threads.append(t)
-        if faults:
-            def fault_main():
-                try:
-                    now = time.monotonic()
-                    if start_at > now:
-                        time.sleep(start_at - now)
-                    faults(stop, until)
-                except BaseException as e:          # reported after the run
-                    fault_error.append(e)
-            t = threading.Thread(target=fault_main, daemon=True)
-            t.start()
-            threads.append(t)
-        reports = []
-        limit = until + wait_ms / 1000.0 + 30
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1.0, limit - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise AssertionError("checker worker did not finish in time")
-            if p.returncode != 0 or not out.strip():
-                raise AssertionError("checker worker failed (exit %s): %s"
-                                     % (p.returncode, err.strip()[-2000:]))
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        stop.set()
-        for t in threads:
-            t.join(30)
-        if fault_error:
-            raise AssertionError("fault injection failed: %r" % (fault_error[0],))
+        reports = await_workers(procs, threads, faults, stop, start_at, until, wait_ms, "checker worker")
         with open(counter) as f:
             final = int(f.read().strip())
         return Result(reports, final, seconds, fence_store.read_log(fence_db), len(pauses))

@@ -345,7 +345,7 @@ def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, fa
         fence_store.Store.create(p["fence_db"])
         with open(p["counter"], "w") as f:
             f.write("0\n")
-    procs, threads, fault_error, pauses = [], [], [], []
+    procs, threads, pauses = [], [], []
     stop = threading.Event()
     try:
         start_at = time.monotonic() + 0.5 + 0.05 * workers
@@ -362,33 +362,7 @@ def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, fa
                                  args=(procs, ttl_ms / 1000.0 * 1.5, stop, pauses))
             t.start()
             threads.append(t)
-        if faults:
-            def fault_main():
-                try:
-                    now = time.monotonic()
-                    if start_at > now:
-                        time.sleep(start_at - now)
-                    faults(stop, until)
-                except BaseException as e:
-                    fault_error.append(e)
-            t = threading.Thread(target=fault_main, daemon=True)
-            t.start()
-            threads.append(t)
-        reports = []
-        limit = until + wait_ms / 1000.0 + 30
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1.0, limit - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise AssertionError("checker_many worker did not finish in time")
-            if p.returncode != 0 or not out.strip():
-                raise AssertionError("checker_many worker failed (exit %s): %s" % (p.returncode, err.strip()[-2000:]))
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        stop.set()
-        for t in threads:
-            t.join(30)
-        if fault_error:
-            raise AssertionError("fault injection failed: %r" % (fault_error[0],))
+        reports = checker.await_workers(procs, threads, faults, stop, start_at, until, wait_ms, "checker_many worker")
         counters = {n: checker_read(_paths(d, n)["counter"]) for n in pool}
         logs = {n: fence_store.read_log(_paths(d, n)["fence_db"]) for n in pool}
         return Result(reports, counters, logs, seconds, len(pauses))

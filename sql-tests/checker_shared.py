@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 
+import checker
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PYTHON = "/usr/bin/python3"
@@ -94,7 +96,7 @@ def run(nodes, workers=6, seconds=3.0, max_holders=0, exclusive_p=0.0, resource=
     d = tempfile.mkdtemp(prefix="redlock-checker-shared-")
     holders = os.path.join(d, "holders")
     os.mkdir(holders)
-    procs, threads, fault_error = [], [], []
+    procs, threads = [], []
     stop = threading.Event()
     try:
         start_at = time.monotonic() + 0.5 + 0.05 * workers
@@ -107,33 +109,7 @@ def run(nodes, workers=6, seconds=3.0, max_holders=0, exclusive_p=0.0, resource=
                     "start_at": start_at, "until": until}
             procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
-        if faults:
-            def fault_main():
-                try:
-                    now = time.monotonic()
-                    if start_at > now:
-                        time.sleep(start_at - now)
-                    faults(stop, until)
-                except BaseException as e:          # reported after the run
-                    fault_error.append(e)
-            t = threading.Thread(target=fault_main, daemon=True)
-            t.start()
-            threads.append(t)
-        reports = []
-        limit = until + wait_ms / 1000.0 + 30
-        for p in procs:
-            try:
-                out, err = p.communicate(timeout=max(1.0, limit - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise AssertionError("checker worker did not finish in time")
-            if p.returncode != 0 or not out.strip():
-                raise AssertionError("checker worker failed (exit %s): %s" % (p.returncode, err.strip()[-2000:]))
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        stop.set()
-        for t in threads:
-            t.join(30)
-        if fault_error:
-            raise AssertionError("fault injection failed: %r" % (fault_error[0],))
+        reports = checker.await_workers(procs, threads, faults, stop, start_at, until, wait_ms, "checker worker")
         return Result(reports, max_holders, seconds)
     finally:
         stop.set()
