@@ -1319,3 +1319,53 @@ def report(line):
     if path:
         with open(path, "a") as f:
             f.write(line + "\n")
+
+
+def check_not_starved_by_shared(nodes, name, take, give_back, what):
+    """Three shared workers hold `name` in overlapping turns, so one always
+    holds it. take(con), a waiting acquire that excludes shared holders, must
+    still get in (a token: `what`), and while it holds no shared holder is
+    in; give_back(con) then releases what it took. nodes is what connect()
+    takes."""
+    stop = threading.Event()
+    errors, violations = [], []
+    lock = threading.Lock()
+    in_shared, holder = [0], [False]
+
+    def worker():
+        con = connect(nodes, retry_delay_ms=20, retry_jitter_ms=10)
+        try:
+            while not stop.is_set():
+                if not value(con, "SELECT redlock_acquire_shared(?, 5000, 200)", name):
+                    continue
+                with lock:
+                    in_shared[0] += 1
+                    if holder[0]:
+                        violations.append("shared holder in beside %s" % what)
+                time.sleep(0.15)
+                with lock:
+                    in_shared[0] -= 1
+                value(con, "SELECT redlock_release(?)", name)
+        except Exception as e:   # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker) for _ in range(3)]
+    for t in ts:
+        t.start()
+    try:
+        wait_until(lambda: in_shared[0] > 0, timeout=10, what="shared workers running")
+        x = connect(nodes, retry_delay_ms=50, retry_jitter_ms=20)
+        is_token(take(x), "%s gets in among a stream of shared holders" % what)
+        with lock:
+            holder[0] = True
+            eq(in_shared[0], 0, "shared holders while %s holds" % what)
+        time.sleep(0.1)
+        with lock:
+            holder[0] = False
+        give_back(x)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(30)
+    eq(errors, [], "worker errors")
+    eq(violations, [], "violations")

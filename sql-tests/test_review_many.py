@@ -17,11 +17,9 @@ Run: /usr/bin/python3 sql-tests/run.py test_review_many
 # SPDX-License-Identifier: BSD-3-Clause
 
 import json
-import threading
-import time
 
 import harness as h
-from harness import eq, is_token, no_key, value
+from harness import eq, no_key, value
 from harness import timeout_env as env
 
 
@@ -44,48 +42,7 @@ def test_waiting_acquire_many_not_starved_by_shared_holders_3n():
     """Shared workers overlap without a gap (one always holds the name); an
     acquire_many of that name and another, waiting 8 s, must still get in,
     and while it holds them no shared holder is in."""
-    c = h.shared_cluster(3)
-    stop = threading.Event()
-    errors, violations = [], []
-    lock = threading.Lock()
-    in_shared, holder = [0], [False]
-
-    def worker():
-        con = h.connect(env(c), retry_delay_ms=20, retry_jitter_ms=10)
-        try:
-            while not stop.is_set():
-                tok = value(con, "SELECT redlock_acquire_shared('stm:a', 5000, 200)")
-                if not tok:
-                    continue
-                with lock:
-                    in_shared[0] += 1
-                    if holder[0]:
-                        violations.append("shared holder in beside the set's holder")
-                time.sleep(0.15)
-                with lock:
-                    in_shared[0] -= 1
-                value(con, "SELECT redlock_release('stm:a')")
-        except Exception as e:   # reported below
-            errors.append(e)
-
-    ts = [threading.Thread(target=worker) for _ in range(3)]
-    for t in ts:
-        t.start()
-    try:
-        h.wait_until(lambda: in_shared[0] > 0, timeout=10, what="shared workers running")
-        x = h.connect(env(c), retry_delay_ms=50, retry_jitter_ms=20)
-        tok = value(x, "SELECT redlock_acquire_many(?, 5000, 8000)", json.dumps(["stm:a", "stm:b"]))
-        is_token(tok, "acquire_many gets in among a stream of shared holders")
-        with lock:
-            holder[0] = True
-            eq(in_shared[0], 0, "shared holders while the set is held")
-        time.sleep(0.1)
-        with lock:
-            holder[0] = False
-        eq(value(x, "SELECT redlock_release_many(?)", json.dumps(["stm:a", "stm:b"])), 2, "release")
-    finally:
-        stop.set()
-        for t in ts:
-            t.join(30)
-    eq(errors, [], "worker errors")
-    eq(violations, [], "violations")
+    names = json.dumps(["stm:a", "stm:b"])
+    h.check_not_starved_by_shared(
+        env(h.shared_cluster(3)), "stm:a", lambda x: value(x, "SELECT redlock_acquire_many(?, 5000, 8000)", names),
+        lambda x: eq(value(x, "SELECT redlock_release_many(?)", names), 2, "release"), "acquire_many")

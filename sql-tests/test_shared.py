@@ -304,53 +304,9 @@ def test_exclusive_waiter_not_starved_3n():
     """Two shared workers overlap without a gap (one always holds the name);
     an exclusive acquirer waiting 8 s must still get in, and while it holds
     the name no shared holder is in."""
-    c = h.shared_cluster(3)
-    stop = threading.Event()
-    errors = []
-    in_shared = [0]
-    lock = threading.Lock()
-    violations = []
-
-    def worker(i):
-        con = h.connect(c, retry_delay_ms=20, retry_jitter_ms=10)
-        try:
-            while not stop.is_set():
-                tok = value(con, "SELECT redlock_acquire_shared('st', 5000, 200)")
-                if not tok:
-                    continue
-                with lock:
-                    in_shared[0] += 1
-                    if holder[0]:
-                        violations.append("shared holder in beside the exclusive one")
-                time.sleep(0.15)
-                with lock:
-                    in_shared[0] -= 1
-                value(con, "SELECT redlock_release('st')")
-        except Exception as e:   # reported below
-            errors.append(e)
-
-    holder = [False]
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for t in ts:
-        t.start()
-    try:
-        h.wait_until(lambda: in_shared[0] > 0, timeout=10, what="shared workers running")
-        x = h.connect(c, retry_delay_ms=50, retry_jitter_ms=20)
-        tok = value(x, "SELECT redlock_acquire('st', 5000, 8000)")
-        is_token(tok, "the exclusive waiter gets in among a stream of shared holders")
-        with lock:
-            holder[0] = True
-            eq(in_shared[0], 0, "shared holders while the exclusive one holds")
-        time.sleep(0.1)
-        with lock:
-            holder[0] = False
-        eq(value(x, "SELECT redlock_release('st')"), 1, "exclusive release")
-    finally:
-        stop.set()
-        for t in ts:
-            t.join(30)
-    eq(errors, [], "worker errors")
-    eq(violations, [], "violations")
+    h.check_not_starved_by_shared(
+        h.shared_cluster(3), "st", lambda x: value(x, "SELECT redlock_acquire('st', 5000, 8000)"),
+        lambda x: eq(value(x, "SELECT redlock_release('st')"), 1, "exclusive release"), "the exclusive waiter")
 
 
 def test_shell_shared_and_exclusive_3n():
