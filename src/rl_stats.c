@@ -36,9 +36,21 @@ void rl_stats_percentiles(const rl_node_stats *st, int64_t *p50, int64_t *p99) {
     *p99 = v[i99 < 0 ? 0 : i99];
 }
 
+/* FNV-1a: names are short and the index only needs a spread, not secrecy
+ * (a hostile spread costs probes, bounded by RL_LOCKSTATS_SLOTS). */
+static uint32_t name_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
 rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen) {
-    for (int i = 0; i < ls->n; i++)
-        if (ls->rows[i].reslen == reslen && memcmp(ls->rows[i].res, res, reslen) == 0) return &ls->rows[i];
+    if (!ls->slots && !(ls->slots = calloc(RL_LOCKSTATS_SLOTS, sizeof *ls->slots))) return NULL;
+    uint32_t i = name_hash(res, reslen) & (RL_LOCKSTATS_SLOTS - 1);
+    for (; ls->slots[i]; i = (i + 1) & (RL_LOCKSTATS_SLOTS - 1)) {
+        rl_lockstat *row = &ls->rows[ls->slots[i] - 1];
+        if (row->reslen == reslen && memcmp(row->res, res, reslen) == 0) return row;
+    }
     if (ls->n >= RL_LOCKSTATS_MAX) {
         ls->untracked++;
         return NULL;
@@ -56,13 +68,14 @@ rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen)
     memcpy(row->res, res, reslen);
     row->res[reslen] = '\0';
     row->reslen = reslen;
-    ls->n++;
+    ls->slots[i] = ++ls->n; /* the empty slot the probe stopped at */
     return row;
 }
 
 void rl_stats_lock_clear(rl_lockstats *ls) {
     for (int i = 0; i < ls->n; i++) free(ls->rows[i].res);
     free(ls->rows);
+    free(ls->slots);
     memset(ls, 0, sizeof *ls);
 }
 

@@ -50,9 +50,14 @@ typedef struct rl_lockstat {
     int64_t lost;
 } rl_lockstat;
 
+/* Slots of the name index: a power of two, at least twice RL_LOCKSTATS_MAX,
+ * so a lookup probes a few slots even when every row is used. */
+#define RL_LOCKSTATS_SLOTS 2048
+
 typedef struct rl_lockstats {
     rl_lockstat *rows;
     int n, cap;
+    int32_t *slots;          /* owned, RL_LOCKSTATS_SLOTS row numbers + 1 (0: empty), by name hash */
     int64_t untracked;       /* calls on names beyond RL_LOCKSTATS_MAX */
 } rl_lockstats;
 
