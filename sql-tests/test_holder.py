@@ -3,6 +3,7 @@ details written with the lock (same script, same PX), never a token; a lock
 of another Redlock client shows only what the nodes know."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import hashlib
 import json
 import os
 import socket
@@ -195,19 +196,145 @@ def test_shared_holder_info_off_3n():
     value(con, "SELECT redlock_release('so')")
 
 
-def test_acquire_many_writes_details_3n():
-    """Each name of redlock_acquire_many gets the same <key>:holder details
-    as a single acquisition; release_many deletes them with the keys."""
+def _set_key(tok, prefix=""):
+    """The key that holds the details of a set taken with token tok."""
+    return prefix + "redlock-set:" + hashlib.sha1(tok.encode()).hexdigest()
+
+
+def _set_keys(n):
+    return sorted(n.keys("*redlock-set:*"))
+
+
+def test_acquire_many_details_once_for_the_set_3n():
+    """redlock_acquire_many writes its holder details once per node, in a
+    key named from the SHA1 of the set's token (no token in its name or
+    value), and redlock_holder finds them for every name of the set."""
     c = h.shared_cluster(3)
     con, w = h.connect(c, client_name="batch"), h.connect(c)
-    tok = is_token(value(con, "SELECT redlock_acquire_many('[\"m1\",\"m2\"]', 10000)"))
+    names = ["m%02d" % i for i in range(40)]
+    t0 = int(time.time() * 1000)
+    tok = is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", json.dumps(names)))
+    t1 = int(time.time() * 1000)
     h.settle(con)
-    for name in ("m1", "m2"):
+    for name in names:
         raw = value(w, "SELECT redlock_holder(?)", name)
         check(tok not in raw, "no token in %r" % raw)
         j = json.loads(raw)
-        eq((j["kind"], j["app"], j["pid"]), ("exclusive", "batch", os.getpid()), "details of %s" % name)
-    eq(value(con, "SELECT redlock_release_many('[\"m1\",\"m2\"]')"), 2, "both released")
+        eq((j["kind"], j["app"], j["pid"], sorted(j["nodes"])), ("exclusive", "batch", os.getpid(), [1, 2, 3]),
+           "details of %s" % name)
+        check(t0 - 5 <= j["since"] <= t1 + 5, "since %r within the call" % j["since"])
+    for n in c:
+        eq(_set_keys(n), [_set_key(tok)], "one details key for the whole set on %s" % n.addr)
+        eq(n.keys("*:holder"), [], "no per-name details on %s" % n.addr)
+        dk = _set_key(tok)
+        check(tok not in json.dumps(n.cmd("HGETALL", dk)), "no token in the details on %s" % n.addr)
+        pk = max(n.pttl(k) for k in names)
+        check(0 < n.pttl(dk) <= pk + 5, "details live no longer than the set on %s (%d vs %d)" % (n.addr, n.pttl(dk), pk))
+    # another Redlock client's lock on a name, and a name of no set: as before
+    eq(holder(w, "m-free"), None, "free")
+    eq(value(con, "SELECT redlock_release_many(?)", json.dumps(names)), len(names), "all released")
+
+
+def test_acquire_many_details_follow_release_3n():
+    """The set's details go with its last name on each node: after part of
+    it is released by release_many the rest still show them; when the last
+    name goes (by redlock_release) the details key is deleted. The same
+    with holder_info off: nothing is written."""
+    c = h.shared_cluster(3)
+    con, w = h.connect(c, client_name="rel", key_prefix="app:"), h.connect(c, key_prefix="app:")
+    tok = is_token(value(con, "SELECT redlock_acquire_many(?, 30000)", json.dumps(["r1", "r2", "r3"])))
     h.settle(con)
     for n in c:
-        eq(n.cmd("EXISTS", "m1:holder", "m2:holder"), 0, "details deleted with the keys on %s" % n.addr)
+        eq(_set_keys(n), [_set_key(tok, "app:")], "the details key carries the key prefix on %s" % n.addr)
+    eq(value(con, "SELECT redlock_release_many(?)", json.dumps(["r1", "r2"])), 2, "two of three released")
+    eq(holder(w, "r1"), None, "r1 free")
+    eq(holder(w, "r3")["app"], "rel", "r3 still shows the set's details")
+    h.settle(con)
+    for n in c:
+        eq(_set_keys(n), [_set_key(tok, "app:")], "details kept for r3 on %s" % n.addr)
+    eq(value(con, "SELECT redlock_release('r3')"), 1, "the last name released on its own")
+    h.settle(con)
+    for n in c:
+        eq(_set_keys(n), [], "details deleted with the last name on %s" % n.addr)
+    off = h.connect(c, holder_info=0)
+    is_token(value(off, "SELECT redlock_acquire_many(?, 30000)", json.dumps(["o1", "o2"])))
+    h.settle(off)
+    for n in c:
+        eq(_set_keys(n) + n.keys("*:holder"), [], "holder_info 0: no details on %s" % n.addr)
+    eq(sorted(holder(w, "o1").keys()), ["nodes", "ttl_ms"], "only what the nodes know")
+    eq(value(off, "SELECT redlock_release_all()"), 2, "released")
+
+
+def test_acquire_many_details_released_by_token_elsewhere_3n():
+    """A set detached here and released by token from another connection,
+    with release_many and with redlock_release, takes its details along;
+    adopting names keeps them shown."""
+    c = h.shared_cluster(3)
+    a, b = h.connect(c, client_name="step1"), h.connect(c)
+    names = ["t1", "t2", "t3", "t4"]
+    tok = is_token(value(a, "SELECT redlock_acquire_many(?, 30000)", json.dumps(names)))
+    for name in names:
+        eq(value(a, "SELECT redlock_detach(?)", name), tok, "detached %s" % name)
+    a.close()
+    check(value(b, "SELECT redlock_adopt('t4', ?)", tok) > 0, "t4 adopted")
+    eq(holder(b, "t4")["app"], "step1", "the adopted name shows the set's details")
+    eq(value(b, "SELECT redlock_release_many(?, ?)", json.dumps(names[:2]), tok), 2, "two released by token")
+    eq(value(b, "SELECT redlock_release('t3', ?)", tok), 1, "one released by token")
+    h.settle(b)
+    for n in c:
+        eq(_set_keys(n), [_set_key(tok)], "details kept for t4 on %s" % n.addr)
+    eq(value(b, "SELECT redlock_release('t4')"), 1, "the adopted name released")
+    h.settle(b)
+    for n in c:
+        eq(_set_keys(n), [], "details gone with the last name on %s" % n.addr)
+
+
+def test_acquire_many_details_never_shown_for_a_name_taken_since_3n():
+    """A name of a set that is gone from the nodes (expired there) and taken
+    by someone else shows the new holder, never the set's details, while
+    the set's other names still do."""
+    c = h.shared_cluster(3)
+    a = h.connect(c, client_name="first")
+    tok = is_token(value(a, "SELECT redlock_acquire_many(?, 30000)", json.dumps(["x1", "x2", "x3"])))
+    h.settle(a)
+    for n in c:
+        n.cmd("DEL", "x1", "x2")  # as if x1 and x2 had expired on every node
+    b_off = h.connect(c, client_name="second", holder_info=0)
+    is_token(value(b_off, "SELECT redlock_acquire('x1', 30000)"))
+    eq(sorted(holder(b_off, "x1").keys()), ["nodes", "ttl_ms"], "x1 taken without details: none shown")
+    b_many = h.connect(c, client_name="third")
+    is_token(value(b_many, "SELECT redlock_acquire_many(?, 30000)", json.dumps(["x2"])))
+    eq(holder(b_many, "x2")["app"], "third", "x2 shows its new holder's set details")
+    eq(holder(b_many, "x3")["app"], "first", "x3 still shows the first set's")
+    eq(value(b_off, "SELECT redlock_release('x1')"), 1, "x1 released")
+    eq(value(b_many, "SELECT redlock_release('x2')"), 1, "x2 released")
+    eq(value(a, "SELECT redlock_release('x3')"), 1, "x3 released")
+
+
+def test_acquire_many_details_follow_extension_3n():
+    """Extending one name of a set, alone or in the keeper's batch, makes
+    the set's details live as long; they never come back once gone."""
+    c = h.shared_cluster(3)
+    con = h.connect(c, client_name="ext")
+    tok = is_token(value(con, "SELECT redlock_acquire_many(?, 2000)", json.dumps(["e1", "e2"])))
+    check(value(con, "SELECT redlock_extend('e2', 60000)") > 2000, "e2 extended")
+    h.settle(con)
+    for n in c:
+        check(n.pttl(_set_key(tok)) > 2000, "details extended with e2 on %s" % n.addr)
+    h.wait_until(lambda: all(n.cmd("EXISTS", "e1") == 0 for n in c), 10, what="e1 expired")
+    eq(holder(con, "e2")["app"], "ext", "e2 still shows the details after e1 expired")
+    eq(value(con, "SELECT redlock_release('e2')"), 1, "e2 released")
+    h.settle(con)
+    for n in c:
+        eq(_set_keys(n), [], "details gone on %s" % n.addr)
+    # the keeper's batched extension keeps them too
+    k = h.connect(c, client_name="keep", auto_extend=1)
+    tok = is_token(value(k, "SELECT redlock_acquire_many(?, 1500)", json.dumps(["k1", "k2"])))
+    h.wait_until(lambda: value(k, "SELECT min(extensions) FROM redlock_locks") >= 3, 15, what="three extensions")
+    eq([holder(k, r)["app"] for r in ("k1", "k2")], ["keep", "keep"], "details after the set's first TTL")
+    for n in c:
+        check(n.pttl(_set_key(tok)) > 0, "details alive on %s" % n.addr)
+    eq(value(k, "SELECT redlock_release_all()"), 2, "released")
+    h.settle(k)
+    for n in c:
+        eq(_set_keys(n), [], "details gone after release_all on %s" % n.addr)
