@@ -72,16 +72,17 @@ static size_t decimal(char *buf, int64_t v) {
     return n;
 }
 
-/* The compare-and-delete command for key k and token into argv/lens: with
+/* The compare-and-delete command for key k and token into argv/lens, with
+ * the key prefix (for the details of a set the name may be one of): with
  * the release channel for a release waiters must hear of, without it for a
  * cleanup. Returns argc. */
-static int release_cmd(const keys *k, const char *token, size_t toklen, int tell_waiters, const char *argv[6],
-                       size_t lens[6]) {
-    const char *a[6] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, k->chan};
-    size_t l[6] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, k->chanlen};
+static int release_cmd(const rl_client *c, const keys *k, const char *token, size_t toklen, int tell_waiters,
+                       const char *argv[7], size_t lens[7]) {
+    const char *a[7] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, c->set.key_prefix, k->chan};
+    size_t l[7] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, strlen(c->set.key_prefix), k->chanlen};
     memcpy(argv, a, sizeof a);
     memcpy(lens, l, sizeof l);
-    return tell_waiters ? 6 : 5;
+    return tell_waiters ? 7 : 6;
 }
 
 static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -362,9 +363,9 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             break;
         }
         /* Failed attempt: give back whatever we got, on every node that may hold it. */
-        const char *rel_argv[6];
-        size_t rel_lens[6];
-        rl_round_cleanup(c, &r, release_cmd(&k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
+        const char *rel_argv[7];
+        size_t rel_lens[7];
+        rl_round_cleanup(c, &r, release_cmd(c, &k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
         if (fence_short) {
             count_votes(out, &r);
             finish(out, RL_NO_QUORUM,
@@ -426,9 +427,9 @@ static rl_status by_token(rl_client *c, const char *res, size_t reslen, const ch
 static void release_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes,
                          rl_outcome *out, void *arg) {
     (void)arg;
-    const char *argv[6];
-    size_t lens[6];
-    rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens,
+    const char *argv[7];
+    size_t lens[7];
+    rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(c, k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens,
                   .quorum = out->quorum, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
     rl_round_run(c, &r);
     if (r.yes >= out->quorum) {
@@ -522,8 +523,8 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         char ttl[32];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         int fenced = c->set.fencing != 0;
-        const char *argv[8] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
-        size_t lens[8] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
+        const char *argv[9] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
+        size_t lens[9] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
         int argc = 4;
         if (fenced) {
             argv[argc] = k.fkey;
@@ -533,6 +534,8 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         lens[argc++] = toklen;
         argv[argc] = ttl;
         lens[argc++] = strlen(ttl);
+        argv[argc] = c->set.key_prefix;
+        lens[argc++] = strlen(c->set.key_prefix);
         if (limit) {
             argv[argc] = limit;
             lens[argc++] = strlen(limit);
@@ -554,9 +557,9 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
                 rl_lock_not_done(c, &r, out, "lock lost");
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             if (out->status == RL_REFUSED) {
-                const char *rel_argv[6];
-                size_t rel_lens[6];
-                rl_round_cleanup(c, &r, release_cmd(&k, token, toklen, 0, rel_argv, rel_lens), rel_argv, rel_lens);
+                const char *rel_argv[7];
+                size_t rel_lens[7];
+                rl_round_cleanup(c, &r, release_cmd(c, &k, token, toklen, 0, rel_argv, rel_lens), rel_argv, rel_lens);
             }
         }
         keys_free(&k);
@@ -654,7 +657,7 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     pthread_mutex_lock(&c->mu);
     rl_status st = RL_OK;
     int fenced = c->set.fencing != 0, quorum = rl_client_quorum(c);
-    int nkeys = fenced ? 2 * n : n, argc = 3 + nkeys + 2 * n;
+    int nkeys = fenced ? 2 * n : n, argc = 3 + nkeys + 2 * n + 1; /* and the key prefix */
     const char **argv = malloc((size_t)argc * sizeof *argv);
     size_t *lens = malloc((size_t)argc * sizeof *lens);
     char *ttls = malloc((size_t)n * 21);
@@ -692,6 +695,8 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
             argv[3 + nkeys + n + k] = t;
             if (items[k].ttl_ms > c->max_ttl_ms) c->max_ttl_ms = items[k].ttl_ms;
         }
+        argv[argc - 1] = c->set.key_prefix;
+        lens[argc - 1] = strlen(c->set.key_prefix);
         rl_round r = {.kind = RL_K_EXTEND_MANY, .argc = argc, .argv = argv, .lens = lens, .quorum = quorum,
                       .guard_applies = 1, .strict_no = 1, .withhold = 1, .nitems = n, .items = answers,
                       .votes = votes};
@@ -701,9 +706,9 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
             if (items[k].status != RL_REFUSED) continue;
             /* Lost: delete what is left of it, so it does not linger on a minority. */
             keys one = {.key = (char *)argv[3 + k], .keylen = lens[3 + k], .chan = NULL, .chanlen = 0};
-            const char *rel_argv[6];
-            size_t rel_lens[6];
-            rl_round_cleanup(c, &r, release_cmd(&one, items[k].token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv,
+            const char *rel_argv[7];
+            size_t rel_lens[7];
+            rl_round_cleanup(c, &r, release_cmd(c, &one, items[k].token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv,
                              rel_lens);
         }
     }

@@ -171,10 +171,10 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     memcpy(key + pl + reslen, ":holder", sizeof ":holder");
     char most[16];
     snprintf(most, sizeof most, "%d", RL_HOLDER_LIST_MAX);
-    const char *argv[6] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key, most};
-    size_t lens[6] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1,
-                      strlen(most)};
-    rl_round r = {.kind = RL_K_HOLDER, .argc = 6, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
+    const char *argv[7] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key, most, c->set.key_prefix};
+    size_t lens[7] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1,
+                      strlen(most), pl};
+    rl_round r = {.kind = RL_K_HOLDER, .argc = 7, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
                   .votes = votes, .inspect = list_inspect, .inspect_ctx = &ls};
     rl_round_run(c, &r);
     o->yes = r.yes;

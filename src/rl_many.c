@@ -15,7 +15,7 @@
 #define FENCE_SUFFIX ":fence" /* as rl_lock.c: the counter of key is key:fence */
 
 /* Every key and fence key of a set, and room for the largest command made
- * from them (3 + 2n + 4 arguments). One owner: mkeys_free. */
+ * from them (3 + 2n + 6 arguments). One owner: mkeys_free. */
 typedef struct mkeys {
     int n;
     char *buf;           /* the keys, then the fence keys */
@@ -42,7 +42,7 @@ static int mkeys_make(const rl_client *c, int n, const char *const *res, const s
     size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
     memset(k, 0, sizeof *k);
     for (int i = 0; i < n; i++) total += 2 * (pl + lens[i]) + sl;
-    size_t un = (size_t)n, args = 2 * un + 8;
+    size_t un = (size_t)n, args = 2 * un + 10;
     k->n = n;
     k->buf = malloc(total + 1);
     k->key = malloc(un * sizeof *k->key);
@@ -202,6 +202,8 @@ static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token
     a = cmd_keys(k, a, 0);
     k->argv[a] = token;
     k->lens[a++] = RL_TOKEN_LEN;
+    k->argv[a] = c->set.key_prefix;
+    k->lens[a++] = strlen(c->set.key_prefix);
     rl_round_cleanup(c, r, a, k->argv, k->lens);
 }
 
@@ -354,7 +356,10 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         if (fenced) x = cmd_keys(&k, x, 1);
         const char *tail[4] = {token, ttl, fttl, cnt};
         for (int j = 0; j < 4; j++) k.argv[x] = tail[j], k.lens[x++] = strlen(tail[j]);
-        if (c->set.holder_info) k.argv[x] = details, k.lens[x++] = dlen; /* argv has room: 2n + 8 */
+        if (c->set.holder_info) { /* argv has room: 2n + 10 */
+            k.argv[x] = c->set.key_prefix, k.lens[x++] = strlen(c->set.key_prefix);
+            k.argv[x] = details, k.lens[x++] = dlen;
+        }
         for (int i = 0; i < c->n; i++) a.blocker[i] = -1;
         rl_round r = {.kind = RL_K_ACQUIRE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,
@@ -480,6 +485,8 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
         char nk[16];
         int x = cmd_head(&k, RL_SCRIPT_RELEASE_MANY, sizeof RL_SCRIPT_RELEASE_MANY - 1, nk, sizeof nk, n);
         x = cmd_keys(&k, x, 0);
+        k.argv[x] = c->set.key_prefix;
+        k.lens[x++] = strlen(c->set.key_prefix);
         /* One token for all when they are the same (as after acquire_many). */
         int same = 1;
         for (int j = 1; j < n && same; j++)

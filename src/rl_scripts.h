@@ -10,6 +10,30 @@
 #define RL_LUA_NOW \
     "local tm = redis.call('time') local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) "
 
+/* The holder details of a set of names taken with one token
+ * (RL_SCRIPT_ACQUIRE_MANY) are written once for the set, in the hash named
+ * key prefix + RL_SET_DETAILS_TAG + the SHA1 of the token (computed on the
+ * node, so neither its name nor its value holds the token): field 'd' the
+ * details, field 'n' how many names of the set this node still holds as
+ * far as releases tell. A release of a name holding the token takes 1 off
+ * and deletes the hash at 0; an extension makes it live at least as long
+ * as the name; with neither it expires with the set's TTL. A reader finds
+ * it from a name's value (rl_lock_holder.c), so it is never shown for a
+ * name that holds another token. A single acquisition's details are in
+ * <key>:holder instead: where that key is there, the name is no set's. */
+#define RL_SET_DETAILS_TAG "redlock-set:"
+#define RL_LUA_SET_KEY "local function setkey(p, t) return p .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(t) end "
+/* setgone(p, t, k): k names holding token t were deleted (p the key prefix). */
+#define RL_LUA_SET_GONE \
+    RL_LUA_SET_KEY \
+    "local function setgone(p, t, k) local dk = setkey(p, t) " \
+    "if redis.call('type', dk).ok == 'hash' and redis.call('hincrby', dk, 'n', -k) <= 0 then redis.call('del', dk) end end "
+/* setkeep(p, t, ms): a name holding token t now lives ms more. */
+#define RL_LUA_SET_KEEP \
+    RL_LUA_SET_KEY \
+    "local function setkeep(p, t, ms) local dk = setkey(p, t) local left = redis.call('pttl', dk) " \
+    "if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end end "
+
 /* A shared lock's key is a sorted set: member token -> expiry (ms, node
  * clock), plus the member '' whose score is -1 - max_holders (0: no
  * limit). Its holders' details (holder_info) are in the hash
@@ -26,34 +50,37 @@
     "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1],hk) return 0 end " \
     "redis.call('pexpireat',KEYS[1],last[2]) redis.call('pexpireat',hk,last[2]) return 1 end "
 
-/* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
- * waiters on (rl_wait.h). 1 when our key (a string holding the token) or
- * our live member of a shared lock was deleted, else 0 (an exclusive
- * lock's holder details, KEYS[1]..':holder' (rl_lock_holder.c), go with it:
- * a name derived here, as only standalone masters vote); a key of any other
- * type is never touched. Cleanups after a failed attempt give no channel,
- * so waiters do not wake each other for nothing. */
+/* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, the key prefix (an
+ * exclusive lock's set details are then kept, RL_SET_DETAILS_TAG); ARGV[3],
+ * when given, a channel to tell waiters on (rl_wait.h). 1 when our key (a
+ * string holding the token) or our live member of a shared lock was
+ * deleted, else 0 (an exclusive lock's holder details, KEYS[1]..':holder'
+ * (rl_lock_holder.c), go with it: a name derived here, as only standalone
+ * masters vote; when there were none, the name may be one of a set); a key
+ * of any other type is never touched. Cleanups after a failed attempt give
+ * no channel, so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'string' then " \
     "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
-    "redis.call('del',KEYS[1] .. ':holder') " \
-    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1 else return 0 end end " \
+    "if redis.call('del',KEYS[1] .. ':holder') == 0 and ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
+    "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc then tidy() return 0 end " \
     "redis.call('zrem',KEYS[1],ARGV[1]) redis.call('hdel',hk,redis.sha1hex(ARGV[1])) tidy() " \
     "if tonumber(sc) <= now then return 0 end " \
-    "if ARGV[2] then redis.call('publish',ARGV[2],'') end return 1"
+    "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1"
 
 /* KEYS[1] lock key, KEYS[2] (with fencing) the fence counter; ARGV[1]
- * token, ARGV[2] ttl ms, ARGV[3] (shared locks) the max_holders the caller
- * took it with. 1 when our key got the new TTL; 0 when the key is gone or
+ * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
+ * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
+ * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
  * not ours: it is never re-created. A counter that would expire before the
  * lock is made to live as long, so the next holder's number is still
  * higher. On a shared lock (sorted set) our live member gets the new
- * expiry on the node's clock; a holder limit other than ARGV[3] is an
+ * expiry on the node's clock; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
     "local ty = redis.call('type',KEYS[1]).ok " \
@@ -62,32 +89,37 @@
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc or tonumber(sc) <= now then tidy() return 0 end " \
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
-    "if k > 0 and tostring(k) ~= ARGV[3] then return redis.error_reply('this shared lock has max_holders ' " \
+    "if k > 0 and tostring(k) ~= ARGV[4] then return redis.error_reply('this shared lock has max_holders ' " \
     ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
     "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
-    "redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) " \
+    "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
+    RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
     "if KEYS[2] then local t = redis.call('pttl',KEYS[2]) " \
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
  * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters;
- * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms. An array of n
+ * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
+ * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
  * holder details, KEYS[i]..':holder', too), 0 where it is gone, not ours,
  * or not a string (a shared lock someone took on the name since: no error,
  * so the other keys of the call are still extended); never re-created.
  * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
-    "local n = #ARGV / 2 local f = #KEYS > n local out = {} " \
+    RL_LUA_SET_KEEP \
+    "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
-    "out[i] = redis.call('pexpire',KEYS[i],t) redis.call('pexpire',KEYS[i] .. ':holder',t) " \
+    "out[i] = redis.call('pexpire',KEYS[i],t) " \
+    "if redis.call('pexpire',KEYS[i] .. ':holder',t) == 0 and pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
     "if f then local p = redis.call('pttl',KEYS[n + i]) " \
     "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
-    "else out[i] = 0 end end return out"
+    "else out[i] = 0 end end " \
+    "for tok, t in pairs(keep) do setkeep(pre, tok, t) end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
  * token, else 0; on a shared lock, the ms its holder with the token has
@@ -163,17 +195,19 @@
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
- * counter ttl ms (0: never expires), ARGV[4] n, ARGV[5] (holder_info) the
- * holder's details, set on each <key>:holder with the lock's PX as a single
- * acquisition does (rl_lock_holder.c). Sets every key or none: when
+ * counter ttl ms (0: never expires), ARGV[4] n, ARGV[5] and ARGV[6]
+ * (holder_info) the key prefix and the holder's details, written once for
+ * the set with the lock's PX (RL_SET_DETAILS_TAG). Sets every key or none: when
  * any key exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1} followed,
  * with fencing, by each name's new fence number (its counter + 1, as INCR
  * would make it; a counter that is not a number is an error before anything
- * is written). Keys are looked at 1,000 to a call (EXISTS, MGET): each call
- * from a script costs more than the work it does, and Lua's unpack takes a
- * few thousand values at most. */
+ * is written). Keys are looked at and set 1,000 to a call (EXISTS, MGET,
+ * MSET; then one PEXPIRE each, as Redis has no command giving many keys a
+ * TTL; the script runs whole or not at all, so no key is left without
+ * one): each call from a script costs more than the work it does, and
+ * Lua's unpack takes a few thousand values at most. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
     "for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
@@ -185,36 +219,51 @@
     "for j = 1, #v do local c = tonumber(v[j] or '0') " \
     "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
     "out[a - n + j] = c + 1 end end end " \
-    "for i = 1, n do redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2]) end " \
-    "if ARGV[5] then for i = 1, n do redis.call('set', KEYS[i] .. ':holder', ARGV[5], 'PX', ARGV[2]) end end " \
+    "local tok, px, kv = ARGV[1], ARGV[2], {} " \
+    "for a = 1, n, 1000 do local b = math.min(a + 999, n) local m = 0 " \
+    "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end redis.call('mset', unpack(kv, 1, m)) end " \
+    "for i = 1, n do redis.call('pexpire', KEYS[i], px) end " \
+    "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
+    "redis.call('hset', dk, 'd', ARGV[6], 'n', n) redis.call('pexpire', dk, px) end " \
     "for i = 1, #out - 1 do local c = string.format('%.0f', out[i + 1]) " \
     "if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[n + i], c, 'PX', ARGV[3]) " \
     "else redis.call('set', KEYS[n + i], c) end end " \
     "return out"
 
-/* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
- * alone: one token for all). Deletes each key that still holds its token
- * (and its holder details, <key>:holder) and tells waiters on <key>:released (rl_wait.h). Answers a string of n
- * characters, '1' where the key was deleted, '0' where it was not ours. */
+/* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
+ * each must hold (or ARGV[2] alone: one token for all). Deletes each key
+ * that still holds its token, with its holder details (a set's
+ * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set)
+ * and tells the waiters on <key>:released (rl_wait.h) of the names that
+ * have any. Answers a string of n characters, '1' where the key was
+ * deleted, '0' where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
-    "local out, del = {}, {} " \
+    RL_LUA_SET_GONE \
+    "local out, del, tk, gone = {}, {}, {}, {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
-    "for j = 1, #v do local i = a + j - 1 " \
-    "if v[j] == (ARGV[i] or ARGV[1]) then out[i] = '1' del[#del + 1] = KEYS[i] else out[i] = '0' end end end " \
-    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for i = 1, #del do redis.call('del', del[i] .. ':holder') redis.call('publish', del[i] .. ':released', '') end " \
+    "for j = 1, #v do local i = a + j - 1 local t = ARGV[i + 1] or ARGV[2] " \
+    "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] tk[#del] = t gone[t] = (gone[t] or 0) + 1 " \
+    "else out[i] = '0' end end end " \
+    "local single = {} for t in pairs(gone) do single[t] = redis.call('type', setkey(ARGV[1], t)).ok ~= 'hash' end " \
+    "local hk, ch = {}, {} for i = 1, #del do if single[tk[i]] then hk[#hk + 1] = del[i] .. ':holder' end " \
+    "ch[i] = del[i] .. ':released' end " \
+    "for a = 1, #del, 1000 do local b = math.min(a + 999, #del) redis.call('del', unpack(del, a, b)) " \
+    "local s = redis.call('pubsub', 'numsub', unpack(ch, a, b)) " \
+    "for j = 2, #s, 2 do if s[j] > 0 then redis.call('publish', s[j - 1], '') end end end " \
+    "for a = 1, #hk, 1000 do redis.call('del', unpack(hk, a, math.min(a + 999, #hk))) end " \
+    "for t, k in pairs(gone) do if not single[t] then setgone(ARGV[1], t, k) end end " \
     "return table.concat(out)"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
- * keys, ARGV[1] token. Deletes each key that still holds the token (and
- * its <key>:holder), tells
- * nobody, and answers how many it deleted. */
+ * keys, ARGV[1] token, ARGV[2] the key prefix. Deletes each key that still
+ * holds the token and the set's details (RL_SET_DETAILS_TAG), tells
+ * nobody, and answers how many keys it deleted. */
 #define RL_SCRIPT_CLEANUP_MANY \
     "local del = {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for i = 1, #del do redis.call('del', del[i] .. ':holder') end " \
+    "redis.call('del', ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(ARGV[1])) " \
     "return #del"
 
 /* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
@@ -245,15 +294,20 @@
     "return f"
 
 /* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
- * the most shared holders to list. Returns {pttl of the lock key, an
- * identity of its value that is no token (the SHA1 of a string, else the
- * key's type), the details or false; for a shared lock (a sorted set) its
+ * the most shared holders to list, ARGV[2] the key prefix. Returns {pttl of
+ * the lock key, an identity of its value that is no token (the SHA1 of a
+ * string, else the key's type), the details or false (for a string, those
+ * of the set its token was taken with (RL_SET_DETAILS_TAG), else those of
+ * KEYS[2]); for a shared lock (a sorted set) its
  * number of live holders instead, then a list: for each of the first
  * ARGV[1] live shared holders that has details, the SHA1 of its token, the
  * ms it has left on the node's clock and its details}. */
 #define RL_SCRIPT_HOLDER_READ \
-    "local t = redis.call('type',KEYS[1]).ok local id = t local d = redis.call('get',KEYS[2]) local l = {} " \
+    "local t = redis.call('type',KEYS[1]).ok local id = t local d = false local l = {} " \
     "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
+    "local dk = ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. id " \
+    "if redis.call('type',dk).ok == 'hash' then d = redis.call('hget',dk,'d') end " \
+    "if not d then d = redis.call('get',KEYS[2]) end " \
     "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
     "local hk = KEYS[1] .. ':holders' " \
     "if redis.call('exists',hk) == 1 then " \
