@@ -246,6 +246,19 @@ out:
     }
 }
 
+/* Whether check_nodes could find something to do at now. */
+static int needs_service(const rl_client *c, int64_t now) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        if (node->stale) return 1;
+        const rl_conn *conn = node->conn;
+        if (!conn) continue;
+        const rl_tag *oldest = rl_conn_oldest(conn);
+        if (conn->broken || (oldest && now >= oldest->deadline_us)) return 1;
+    }
+    return 0;
+}
+
 void rl_round_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
 
 static int anything_pending(const rl_client *c) {
@@ -294,7 +307,11 @@ void rl_round_run(rl_client *c, rl_round *r) {
     uint64_t op = r->op = ++c->op;
     r->yes = r->no = r->fail = r->asked = r->blocked = 0;
     r->start_us = rl_now_us();
-    rl_round_service(c, 0);
+    /* Replies owed by earlier rounds are read by this round's polls; only a
+     * node whose answer is overdue, a broken connection or a stalled one
+     * still draining must be settled (marked down) before anything is sent
+     * to it. Looking without that costs a system call per round. */
+    if (needs_service(c, r->start_us)) rl_round_service(c, 0);
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         rl_vote *v = &r->votes[i];
