@@ -316,7 +316,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         return out->status;
     }
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
-    int64_t deadline = rl_now_us() + wait_ms * 1000;
+    int64_t deadline = 0; /* counted from the first attempt's start */
     int subscribed = 0, woken = 0;
     for (;;) {
         out->attempts++;
@@ -356,6 +356,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             r.lens = h_lens;
         }
         rl_round_run(c, &r);
+        if (!deadline) deadline = r.start_us + wait_ms * 1000;
         int64_t end_us = r.end_us;
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
