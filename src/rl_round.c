@@ -112,7 +112,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
-        rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
+        rl_node_vote_blocked(c, node, r->guard_applies, now, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A node that cannot keep locks (evicting, cluster): no answer of its
      * counts, and the reason given is the check, not what it said. */
