@@ -473,7 +473,7 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
 def check_commands(b, node):
     """MONITORs one node while ours (the sqlite3 shell) and bare each run a
     cycle with fencing on and off; the commands must be the same once the
-    key and token are written as KEY and TOKEN."""
+    key, token and holder details are written as KEY, TOKEN and DETAILS."""
     import re
     mon = socket.create_connection(("127.0.0.1", node.port), timeout=5)
     mon.sendall(b"*1\r\n$7\r\nMONITOR\r\n")
@@ -493,6 +493,8 @@ def check_commands(b, node):
     resp(node.port, "PING")  # a marker after everything above
     seen = {"ours": [], "bare": []}
     tok = re.compile(r'"[0-9a-f]{32}"')
+    # holder details name the process (host, pid, program, time): each client its own
+    details = re.compile(r'"redlock1\\x1f[^"]*"')
     mon.settimeout(5)
     try:
         while True:
@@ -505,7 +507,7 @@ def check_commands(b, node):
             for who, k, keys in (("ours", ko, (ko + "1", ko + "2")), ("bare", kb, (kb + "f1", kb + "s1"))):
                 for key in keys:
                     if '"%s"' % key in cmd:
-                        seen[who].append(tok.sub('"TOKEN"', cmd.replace(key, "KEY")))
+                        seen[who].append(details.sub('"DETAILS"', tok.sub('"TOKEN"', cmd.replace(key, "KEY"))))
     except OSError:
         pass
     mon.close()

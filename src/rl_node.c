@@ -255,7 +255,8 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
-int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
+int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
+                         size_t whylen) {
     if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
@@ -270,7 +271,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         return 1;
     }
     if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
-    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, rl_now_us()) : 0;
+    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, now) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");
         return 1;

@@ -66,11 +66,12 @@ static int keeps_reason(const rl_client *c, const rl_node *node) {
     return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
 }
 
-static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
+static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
+                     int64_t now) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(c, node);
     if (!RL_KIND_IS_SETUP(tag->kind)) /* sent when its deadline was set (rl_round_run) */
-        rl_stats_latency(&node->stats, rl_now_us() - (tag->deadline_us - rl_client_timeout_us(c, node)));
+        rl_stats_latency(&node->stats, now - (tag->deadline_us - rl_client_timeout_us(c, node)));
     if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
@@ -111,7 +112,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
-        rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
+        rl_node_vote_blocked(c, node, r->guard_applies, now, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A node that cannot keep locks (evicting, cluster): no answer of its
      * counts, and the reason given is the check, not what it said. */
@@ -136,12 +137,12 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     r->blocked += blocked;
 }
 
-/* Reads every complete reply on conn (node i). */
-static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn) {
+/* Reads every complete reply on conn (node i), seen at now. */
+static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn, int64_t now) {
     rl_tag tag;
     rl_reply *rep;
     while (rl_conn_next_reply(conn, &tag, &rep) == 1) {
-        if (conn == c->nodes[i]->conn) on_reply(c, r, op, i, &tag, rep);
+        if (conn == c->nodes[i]->conn) on_reply(c, r, op, i, &tag, rep, now);
         rl_reply_free(rep);
     }
 }
@@ -194,14 +195,17 @@ static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
         struct pollfd p = {.fd = conn->fd, .events = rl_conn_events(conn)};
         if (p.events && poll(&p, 1, 0) > 0) {
             rl_conn_progress(conn, p.revents);
-            read_replies(c, r, op, i, conn);
+            read_replies(c, r, op, i, conn, now);
         }
     }
 }
 
 /* One poll over every connection with work, waiting at most until until_us
- * or the earliest reply deadline; then handles what it found. */
-static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
+ * or the earliest reply deadline; then handles what it found. now is the
+ * time of a look just made (0: none), from which the wait is counted: a
+ * little early only makes the wait a little longer, and every decision
+ * after the poll is judged by a fresh look. Returns that look's time. */
+static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, int64_t now) {
     struct pollfd pfd_small[16], *pfd = pfd_small;
     int who_small[16], *who = who_small;
     rl_conn *conn_small[16], **conns = conn_small;
@@ -226,16 +230,16 @@ static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
             if (j == 0 && oldest && oldest->deadline_us < wake) wake = oldest->deadline_us;
         }
     }
-    int64_t now = rl_now_us();
+    if (!now) now = rl_now_us();
     int64_t wait = wake > now ? wake - now : 0;
     struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
     int ready = k ? ppoll(pfd, (nfds_t)k, &ts, NULL) : 0;
+    now = rl_now_us(); /* before the replies are handled: their latency, and no stall judged late */
     for (int j = 0; ready > 0 && j < k; j++) {
         if (!pfd[j].revents) continue;
         rl_conn_progress(conns[j], pfd[j].revents);
-        read_replies(c, r, op, who[j], conns[j]);
+        read_replies(c, r, op, who[j], conns[j], now);
     }
-    now = rl_now_us();
     last_look(c, r, op, now);
     check_nodes(c, r, now);
 out:
@@ -244,9 +248,26 @@ out:
         free(who);
         free(conns);
     }
+    return now;
 }
 
-void rl_round_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
+/* Whether check_nodes could find something to do at now. */
+static int needs_service(const rl_client *c, int64_t now) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        if (node->stale) return 1;
+        const rl_conn *conn = node->conn;
+        if (!conn) continue;
+        const rl_tag *oldest = rl_conn_oldest(conn);
+        if (conn->broken || (oldest && now >= oldest->deadline_us)) return 1;
+    }
+    return 0;
+}
+
+void rl_round_service(rl_client *c, int64_t wait_us) {
+    int64_t now = rl_now_us();
+    pump(c, NULL, 0, now + (wait_us > 0 ? wait_us : 0), now);
+}
 
 static int anything_pending(const rl_client *c) {
     for (int i = 0; i < c->n; i++)
@@ -256,7 +277,7 @@ static int anything_pending(const rl_client *c) {
 
 void rl_round_settle(rl_client *c) {
     pthread_mutex_lock(&c->mu);
-    while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX);
+    while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX, 0);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -294,15 +315,19 @@ void rl_round_run(rl_client *c, rl_round *r) {
     uint64_t op = r->op = ++c->op;
     r->yes = r->no = r->fail = r->asked = r->blocked = 0;
     r->start_us = rl_now_us();
-    rl_round_service(c, 0);
+    /* Replies owed by earlier rounds are read by this round's polls; only a
+     * node whose answer is overdue, a broken connection or a stalled one
+     * still draining must be settled (marked down) before anything is sent
+     * to it. Looking without that costs a system call per round. */
+    if (needs_service(c, r->start_us)) rl_round_service(c, 0);
+    int64_t now = r->start_us;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         rl_vote *v = &r->votes[i];
         memset(v, 0, sizeof *v);
         if (r->only && !r->only[i]) continue;
-        r->asked++;
+        if (r->asked++) now = rl_now_us(); /* the first is sent at start_us */
         v->state = RL_V_PENDING;
-        int64_t now = rl_now_us();
         /* No new connection while the stalled one still owes
          * replies. A release sent on a new connection could overtake a SET
          * still queued on the stalled one (the server reads two sockets in no
@@ -347,7 +372,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, why);
         }
     }
-    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) pump(c, r, op, INT64_MAX);
+    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
     r->end_us = rl_now_us();
 }
 
