@@ -10,8 +10,10 @@
  *   (with "noholder", as the engine with holder_info 0:
  *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_FENCED> 2 key key:fence token ttl fence_ttl
  *   fencing off: SET key token NX PX ttl)
- *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token key:released
- *                (the release script publishes on that channel, to wake waiters)
+ *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token "" key:released
+ *                (the release script publishes on that channel, to wake waiters;
+ *                "" is the engine's key_prefix setting, its default: KEYPREFIX
+ *                below is only part of the key names)
  *
  * No SQLite, no quorum logic, no health tracking, no error handling beyond
  * checking that every reply has the success shape (the run fails loudly
@@ -227,9 +229,9 @@ int main(int argc, char **argv) {
             size_t l[] = {3, (size_t)kl, RL_TOKEN_LEN, 2, 2, sizeof TTL_MS - 1};
             round_all(6, a, l, ok_set);
         }
-        const char *r[] = {"EVAL", RL_SCRIPT_RELEASE, "1", key, token, chan};
-        size_t rl[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, (size_t)kl, RL_TOKEN_LEN, (size_t)cl};
-        round_all(6, r, rl, ok_release);
+        const char *r[] = {"EVAL", RL_SCRIPT_RELEASE, "1", key, token, "", chan};
+        size_t rl[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, (size_t)kl, RL_TOKEN_LEN, 0, (size_t)cl};
+        round_all(7, r, rl, ok_release);
         int64_t t2 = now_ns();
         if (i == warmup) t_start = t2, t_end = t2 + (int64_t)(seconds * 1e9), cpu0 = cpu_us();
         else if (i > warmup) {
