@@ -270,7 +270,6 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
-    if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
     int64_t left = guard_applies ? rl_client_guard_left_us(c, node, now) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");

@@ -27,7 +27,8 @@ static int stale_takes_cleanup(const rl_node *node) {
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
-    if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
+    if (why && !why[0]) v->why[0] = '\0';
+    else if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
         size_t n = strnlen(why, sizeof v->why - 1);
         memcpy(v->why, why, n);
         v->why[n] = '\0';
@@ -52,7 +53,10 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
     const rl_node *node = c->nodes[i];
     if (!node->run_id[0]) return 0;
     for (int j = 0; j < c->n; j++) {
-        if (j == i || r->votes[j].state != state || strcmp(c->nodes[j]->run_id, node->run_id) != 0) continue;
+        /* run_ids are 40 random hex digits: the first byte nearly always tells them apart */
+        if (j == i || r->votes[j].state != state || c->nodes[j]->run_id[0] != node->run_id[0] ||
+            strcmp(c->nodes[j]->run_id, node->run_id) != 0)
+            continue;
         snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose vote counts already; this one does not",
                  (long long)c->nodes[j]->id, node->run_id);
         return 1;
