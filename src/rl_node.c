@@ -78,6 +78,8 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
         return -1;
     }
     node->conn = conn;
+    node->scripts_cached = 0; /* a new connection: nothing known to be cached until it runs a script */
+    node->evalsha_refused = 0;
     node->auth_failed = 0;
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
