@@ -371,8 +371,9 @@ def cycles_ops(b, nodes, reps):
     """What the operator features cost, 3 nodes, fencing on, runs alternating:
     holder details on (the default) and off (holder_info 0); statistics on
     and compiled out (redlock_nostats.so, built with -DRL_STATS_OFF, holder
-    details on in both)."""
-    runs = {"holder": [], "noholder": [], "nostats": []}
+    details on in both); scripts by digest (evalsha 1, the default) and always
+    in full (evalsha 0)."""
+    runs = {"holder": [], "noholder": [], "nostats": [], "noevalsha": []}
     nostats = os.path.join(b.build, "redlock_nostats.so")
     # timeout_ms 500 in all three: a node slow for a moment on a loaded
     # host must not fail a run that measures something else
@@ -381,7 +382,8 @@ def cycles_ops(b, nodes, reps):
         runs["holder"].append(b.ours(nodes[:3], 1, settings=t))
         runs["noholder"].append(b.ours(nodes[:3], 1, settings=t + ["holder_info=0"]))
         runs["nostats"].append(b.ours(nodes[:3], 1, ext=nostats, settings=t))
-    print("bench: holder details and statistics: done", flush=True)
+        runs["noevalsha"].append(b.ours(nodes[:3], 1, settings=t + ["evalsha=0"]))
+    print("bench: holder details, statistics and EVALSHA: done", flush=True)
     return {k: summary(v) for k, v in runs.items()}
 
 
@@ -395,6 +397,9 @@ def ops_lines(ops, targets):
     L.append(row("ours, statistics compiled out", 3, ops["nostats"]))
     L.append(row("ours, statistics on (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["nostats"]),
                                                                           "with/without")))
+    L.append(row("ours, evalsha 0 (scripts in full)", 3, ops["noevalsha"]))
+    L.append(row("ours, evalsha 1 (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["noevalsha"]),
+                                                                      "sha/full")))
     return L
 
 
