@@ -288,7 +288,8 @@ out:
 static int needs_service(const rl_client *c, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (node->stale) return 1;
+        const rl_conn *st = node->stale; /* one still waiting for its owed replies needs nothing yet */
+        if (st && (st->broken || st->count == 0 || now >= node->stale_until_us)) return 1;
         const rl_conn *conn = node->conn;
         if (!conn) continue;
         const rl_tag *oldest = rl_conn_oldest(conn);
