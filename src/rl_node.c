@@ -78,6 +78,8 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
         return -1;
     }
     node->conn = conn;
+    node->scripts_cached = 0; /* a new connection: nothing known to be cached until it runs a script */
+    node->evalsha_refused = 0;
     node->auth_failed = 0;
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
@@ -270,7 +272,6 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
-    if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
     int64_t left = guard_applies ? rl_client_guard_left_us(c, node, now) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "rl_clock.h"
+#include "rl_evalsha.h"
 #include "rl_fence.h"
 #include "rl_nodecheck.h"
 
@@ -20,6 +21,10 @@
  * for as long as the node stays hung. */
 #define RL_STALE_MAX_OWED 256
 
+/* The most arguments of a command that may go by digest: the single-lock
+ * scripts have at most 10. */
+#define RL_DIGEST_ARGS_MAX 16
+
 static int stale_takes_cleanup(const rl_node *node) {
     return node->stale && !node->stale->broken && node->stale->count < RL_STALE_MAX_OWED;
 }
@@ -27,7 +32,8 @@ static int stale_takes_cleanup(const rl_node *node) {
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
-    if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
+    if (why && !why[0]) v->why[0] = '\0';
+    else if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
         size_t n = strnlen(why, sizeof v->why - 1);
         memcpy(v->why, why, n);
         v->why[n] = '\0';
@@ -52,7 +58,10 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
     const rl_node *node = c->nodes[i];
     if (!node->run_id[0]) return 0;
     for (int j = 0; j < c->n; j++) {
-        if (j == i || r->votes[j].state != state || strcmp(c->nodes[j]->run_id, node->run_id) != 0) continue;
+        /* run_ids are 40 random hex digits: the first byte nearly always tells them apart */
+        if (j == i || r->votes[j].state != state || c->nodes[j]->run_id[0] != node->run_id[0] ||
+            strcmp(c->nodes[j]->run_id, node->run_id) != 0)
+            continue;
         snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose vote counts already; this one does not",
                  (long long)c->nodes[j]->id, node->run_id);
         return 1;
@@ -66,6 +75,29 @@ static int keeps_reason(const rl_client *c, const rl_node *node) {
     return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
 }
 
+/* What an answer to a script that may go by digest says of node i's script
+ * cache. Returns 1 when the answer is not the command's: an EVALSHA of this
+ * round that did not run, sent again in full, whose vote waits for that. */
+static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
+                         int64_t now) {
+    rl_node *node = c->nodes[i];
+    unsigned bit = 1u << (tag->script - 1);
+    if (rep->type != REDIS_REPLY_ERROR) {
+        node->scripts_cached |= bit; /* it ran: the node has it cached now */
+        return 0;
+    }
+    if (!tag->by_digest) return 0;
+    node->scripts_cached &= ~bit;
+    if (!rl_evalsha_not_run(rep->str, rep->len)) return 0; /* the script's own error: a vote like any */
+    if (memcmp(rep->str, "NOPERM", 6) == 0) node->evalsha_refused = 1;
+    if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING || !node->conn || node->conn->broken) return 0;
+    rl_tag again = *tag;
+    again.by_digest = 0;
+    again.deadline_us = now + rl_client_timeout_us(c, node);
+    RL_COUNT(node->stats.calls);
+    return rl_conn_send(node->conn, &again, r->argc, r->argv, r->lens) == 0;
+}
+
 static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
                      int64_t now) {
     rl_node *node = c->nodes[i];
@@ -76,6 +108,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
     }
+    if (tag->script && digest_answer(c, r, op, i, tag, rep, now)) return;
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
         /* A late reply to an earlier operation: it changes no decision, but
          * what the node said is still what users see in last_error. */
@@ -255,7 +288,8 @@ out:
 static int needs_service(const rl_client *c, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (node->stale) return 1;
+        const rl_conn *st = node->stale; /* one still waiting for its owed replies needs nothing yet */
+        if (st && (st->broken || st->count == 0 || now >= node->stale_until_us)) return 1;
         const rl_conn *conn = node->conn;
         if (!conn) continue;
         const rl_tag *oldest = rl_conn_oldest(conn);
@@ -320,6 +354,20 @@ void rl_round_run(rl_client *c, rl_round *r) {
      * still draining must be settled (marked down) before anything is sent
      * to it. Looking without that costs a system call per round. */
     if (needs_service(c, r->start_us)) rl_round_service(c, 0);
+    /* A script every cycle runs goes by digest to the nodes that have it cached. */
+    int script = -1;
+    if (c->set.evalsha && r->argc >= 2 && r->argc <= RL_DIGEST_ARGS_MAX && r->lens[0] == 4 &&
+        memcmp(r->argv[0], "EVAL", 4) == 0)
+        script = rl_evalsha_index(r->argv[1], r->lens[1]);
+    const char *digest = script >= 0 ? rl_evalsha_digest(script) : NULL;
+    const char *sha_argv[RL_DIGEST_ARGS_MAX];
+    size_t sha_lens[RL_DIGEST_ARGS_MAX];
+    if (digest) {
+        memcpy(sha_argv, r->argv, (size_t)r->argc * sizeof *sha_argv);
+        memcpy(sha_lens, r->lens, (size_t)r->argc * sizeof *sha_lens);
+        sha_argv[0] = "EVALSHA", sha_lens[0] = 7;
+        sha_argv[1] = digest, sha_lens[1] = 40;
+    }
     int64_t now = r->start_us;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
@@ -362,9 +410,11 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
-        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
+        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
+        tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
-        if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
+        if (rl_conn_send(node->conn, &tag, r->argc, tag.by_digest ? sha_argv : r->argv,
+                         tag.by_digest ? sha_lens : r->lens) != 0) {
             if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
