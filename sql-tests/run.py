@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Runs the redlock SQL tests.
 
-    /usr/bin/python3 sql-tests/run.py [--timeout S] [-v] [FILTER ...]
+    /usr/bin/python3 sql-tests/run.py [--timeout S] [-j N] [--times[=N]] [-v] [FILTER ...]
 
 Discovers sql-tests/test_*.py and runs every function named test_* in it,
-one module at a time, each module in its own process group (so that every
-redis-server, sqlite3 shell and worker a test starts dies with it). A test
+each module in its own process group (so that every redis-server, sqlite3
+shell and worker a test starts dies with it). -j N (default 2, env
+REDLOCK_TEST_JOBS) modules run at a time, each worker's nodes on ports of
+its own range (REDLOCK_TEST_PORTS, read by harness.free_port); the output
+is still printed module by module, in name order. --times: after the run,
+the N (15) slowest modules (wall time) and tests. A test
 that runs longer than its timeout has its stack dumped and is reported as
 failed; the module's remaining tests continue in a fresh process.
 
