@@ -5,20 +5,30 @@
  * at once over non-blocking connections, and waits for every reply before
  * going on:
  *
+ *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 3 key key:holder key:fence token ttl details fence_ttl
+ *   fencing off: EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 2 key key:holder token ttl details
+ *   (with "noholder", as the engine with holder_info 0:
  *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_FENCED> 2 key key:fence token ttl fence_ttl
- *   fencing off: SET key token NX PX ttl
+ *   fencing off: SET key token NX PX ttl)
  *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token key:released
  *                (the release script publishes on that channel, to wake waiters)
+ *   From the second cycle on, each script goes as EVALSHA <digest> (the
+ *   first EVAL cached it on the node), as the engine sends it; with
+ *   "noevalsha" always in full, as the engine with evalsha 0.
  *
  * No SQLite, no quorum logic, no health tracking, no error handling beyond
  * checking that every reply has the success shape (the run fails loudly
  * otherwise). Tokens are 32 hex characters, like the engine's, but from a
  * cheap counter hash instead of getrandom(2).
  *
+ * The holder details are the engine's (rl_lock_holder.c): "redlock1", host,
+ * pid, program name, time in ms and "exclusive", separated by 0x1f, the
+ * time written afresh for each acquire as the engine does.
+ *
  * With "quorum" it goes on as soon as a majority has answered each round,
  * like the engine, and reads the late replies during the next rounds.
  *
- * usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum]
+ * usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum] [noholder] [noevalsha]
  * prints one JSON line: cycles, seconds, rate, p50_us, p99_us, mean_us.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
@@ -29,10 +39,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <hiredis/hiredis.h>
 
+#include "rl_evalsha.h"
 #include "rl_random.h"  /* RL_TOKEN_LEN only */
 #include "rl_scripts.h"
 #include "rl_wait.h"    /* RL_RELEASED_SUFFIX only */
@@ -79,7 +92,20 @@ static int ok_release(const redisReply *r) { return r->type == REDIS_REPLY_INTEG
 static int wait_quorum;
 static int owed[MAXN];
 
+static int by_digest; /* send the engine's cycle scripts as EVALSHA */
+
 static void round_all(int argc, const char **argv, const size_t *lens, int (*ok)(const redisReply *)) {
+    const char *sha_argv[16];
+    size_t sha_lens[16];
+    int script = by_digest && argc <= 16 && strcmp(argv[0], "EVAL") == 0 ? rl_evalsha_index(argv[1], lens[1]) : -1;
+    if (script >= 0 && rl_evalsha_digest(script)) {
+        memcpy(sha_argv, argv, (size_t)argc * sizeof *argv);
+        memcpy(sha_lens, lens, (size_t)argc * sizeof *lens);
+        sha_argv[0] = "EVALSHA", sha_lens[0] = 7;
+        sha_argv[1] = rl_evalsha_digest(script), sha_lens[1] = 40;
+        argv = sha_argv;
+        lens = sha_lens;
+    }
     struct pollfd pfd[MAXN];
     int done_write[MAXN], got[MAXN], have = 0, need = wait_quorum ? n / 2 + 1 : n;
     for (int i = 0; i < n; i++) {
@@ -128,6 +154,23 @@ static void round_all(int argc, const char **argv, const size_t *lens, int (*ok)
         if (!got[i]) owed[i]++;
 }
 
+/* The engine's holder details: the fixed head once, the time per acquire. */
+static char details_head[256];
+static size_t details_head_len;
+
+static size_t make_details(char *buf) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    do *--p = (char)('0' + ms % 10);
+    while ((ms /= 10) != 0);
+    memcpy(buf, details_head, details_head_len);
+    memcpy(buf + details_head_len, p, (size_t)(end - p));
+    memcpy(buf + details_head_len + (size_t)(end - p), "\x1f" "exclusive", 10);
+    return details_head_len + (size_t)(end - p) + 10;
+}
+
 static uint64_t mix(uint64_t x) { /* splitmix64 */
     x += 0x9e3779b97f4a7c15ULL;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -146,17 +189,27 @@ static void make_token(uint64_t seq, char out[RL_TOKEN_LEN + 1]) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5 && !(argc == 6 && strcmp(argv[5], "quorum") == 0)) {
-        fprintf(stderr, "usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum]\n");
+    int holder = 1, evalsha = 1;
+    for (int i = 5; i < argc; i++) {
+        if (strcmp(argv[i], "quorum") == 0) wait_quorum = 1;
+        else if (strcmp(argv[i], "noholder") == 0) holder = 0;
+        else if (strcmp(argv[i], "noevalsha") == 0) evalsha = 0;
+        else argc = 0;
+    }
+    if (argc < 5) {
+        fprintf(stderr, "usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum] [noholder] [noevalsha]\n");
         return 2;
     }
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    details_head_len = (size_t)snprintf(details_head, sizeof details_head, "redlock1\x1f%.64s\x1f%ld\x1f" "bare\x1f", host,
+                                        (long)getpid());
     char *nodes = strdup(argv[1]);
     for (char *save = NULL, *tok = strtok_r(nodes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (n == MAXN) die("%s", "too many nodes");
         ctx[n++] = connect_nb(tok);
     }
     int fencing = atoi(argv[2]);
-    wait_quorum = argc == 6;
     const char *prefix = argv[3];
     double seconds = atof(argv[4]);
     size_t cap = 1 << 16, cnt = 0;
@@ -167,12 +220,22 @@ int main(int argc, char **argv) {
     const int warmup = 200;
     double cpu0 = 0;
     for (uint64_t i = 1;; i++) {
-        char key[128], fkey[160], chan[160], token[RL_TOKEN_LEN + 1];
+        char key[128], fkey[160], chan[160], hkey[160], details[300], token[RL_TOKEN_LEN + 1];
         int kl = snprintf(key, sizeof key, "%s%llu", prefix, (unsigned long long)i);
         int fl = snprintf(fkey, sizeof fkey, "%s:fence", key);
         int cl = snprintf(chan, sizeof chan, "%s" RL_RELEASED_SUFFIX, key);
         make_token(seed + i, token);
-        if (fencing) {
+        if (holder) {
+            int hl = snprintf(hkey, sizeof hkey, "%s:holder", key);
+            size_t dl = make_details(details);
+            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fencing ? "3" : "2", key, hkey,
+                               fencing ? fkey : token, fencing ? token : TTL_MS, fencing ? TTL_MS : details,
+                               details, FENCE_TTL_MS};
+            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, (size_t)hl,
+                          fencing ? (size_t)fl : RL_TOKEN_LEN, fencing ? RL_TOKEN_LEN : sizeof TTL_MS - 1,
+                          fencing ? sizeof TTL_MS - 1 : dl, dl, sizeof FENCE_TTL_MS - 1};
+            round_all(fencing ? 10 : 8, a, l, fencing ? ok_fenced : ok_set);
+        } else if (fencing) {
             const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", key, fkey, token, TTL_MS, FENCE_TTL_MS};
             size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, (size_t)kl, (size_t)fl, RL_TOKEN_LEN,
                           sizeof TTL_MS - 1, sizeof FENCE_TTL_MS - 1};
@@ -185,6 +248,7 @@ int main(int argc, char **argv) {
         const char *r[] = {"EVAL", RL_SCRIPT_RELEASE, "1", key, token, chan};
         size_t rl[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, (size_t)kl, RL_TOKEN_LEN, (size_t)cl};
         round_all(6, r, rl, ok_release);
+        by_digest = evalsha; /* every script ran once in full: the nodes have it cached */
         int64_t t2 = now_ns();
         if (i == warmup) t_start = t2, t_end = t2 + (int64_t)(seconds * 1e9), cpu0 = cpu_us();
         else if (i > warmup) {

@@ -371,8 +371,9 @@ def cycles_ops(b, nodes, reps):
     """What the operator features cost, 3 nodes, fencing on, runs alternating:
     holder details on (the default) and off (holder_info 0); statistics on
     and compiled out (redlock_nostats.so, built with -DRL_STATS_OFF, holder
-    details on in both)."""
-    runs = {"holder": [], "noholder": [], "nostats": []}
+    details on in both); scripts by digest (evalsha 1, the default) and always
+    in full (evalsha 0)."""
+    runs = {"holder": [], "noholder": [], "nostats": [], "noevalsha": []}
     nostats = os.path.join(b.build, "redlock_nostats.so")
     # timeout_ms 500 in all three: a node slow for a moment on a loaded
     # host must not fail a run that measures something else
@@ -381,7 +382,8 @@ def cycles_ops(b, nodes, reps):
         runs["holder"].append(b.ours(nodes[:3], 1, settings=t))
         runs["noholder"].append(b.ours(nodes[:3], 1, settings=t + ["holder_info=0"]))
         runs["nostats"].append(b.ours(nodes[:3], 1, ext=nostats, settings=t))
-    print("bench: holder details and statistics: done", flush=True)
+        runs["noevalsha"].append(b.ours(nodes[:3], 1, settings=t + ["evalsha=0"]))
+    print("bench: holder details, statistics and EVALSHA: done", flush=True)
     return {k: summary(v) for k, v in runs.items()}
 
 
@@ -395,6 +397,9 @@ def ops_lines(ops, targets):
     L.append(row("ours, statistics compiled out", 3, ops["nostats"]))
     L.append(row("ours, statistics on (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["nostats"]),
                                                                           "with/without")))
+    L.append(row("ours, evalsha 0 (scripts in full)", 3, ops["noevalsha"]))
+    L.append(row("ours, evalsha 1 (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["noevalsha"]),
+                                                                      "sha/full")))
     return L
 
 
@@ -473,7 +478,7 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
 def check_commands(b, node):
     """MONITORs one node while ours (the sqlite3 shell) and bare each run a
     cycle with fencing on and off; the commands must be the same once the
-    key and token are written as KEY and TOKEN."""
+    key, token and holder details are written as KEY, TOKEN and DETAILS."""
     import re
     mon = socket.create_connection(("127.0.0.1", node.port), timeout=5)
     mon.sendall(b"*1\r\n$7\r\nMONITOR\r\n")
@@ -483,6 +488,8 @@ def check_commands(b, node):
     ko, kb = prefix("chk").replace(":", "_") + "ours", prefix("chk").replace(":", "_") + "bare"
     env = dict(os.environ, REDLOCK_NODES=node.url)
     subprocess.run([SQLITE3, ":memory:", ".load %s" % EXT[:-3],
+                    # a first cycle runs each script in full, caching it on the node; compared are later ones
+                    "SELECT redlock_release('%s0', redlock_acquire('%s0', 10000));" % (ko, ko),
                     "SELECT redlock_release('%s1', redlock_acquire('%s1', 10000));" % (ko, ko),
                     "SELECT redlock_config('fencing', 0);",
                     "SELECT redlock_release('%s2', redlock_acquire('%s2', 10000));" % (ko, ko)],
@@ -493,6 +500,8 @@ def check_commands(b, node):
     resp(node.port, "PING")  # a marker after everything above
     seen = {"ours": [], "bare": []}
     tok = re.compile(r'"[0-9a-f]{32}"')
+    # holder details name the process (host, pid, program, time): each client its own
+    details = re.compile(r'"redlock1\\x1f[^"]*"')
     mon.settimeout(5)
     try:
         while True:
@@ -502,10 +511,10 @@ def check_commands(b, node):
             if "[0 lua]" in line or "]" not in line:
                 continue
             cmd = line.split("] ", 1)[1]
-            for who, k, keys in (("ours", ko, (ko + "1", ko + "2")), ("bare", kb, (kb + "f1", kb + "s1"))):
+            for who, k, keys in (("ours", ko, (ko + "1", ko + "2")), ("bare", kb, (kb + "f2", kb + "s2"))):
                 for key in keys:
                     if '"%s"' % key in cmd:
-                        seen[who].append(tok.sub('"TOKEN"', cmd.replace(key, "KEY")))
+                        seen[who].append(details.sub('"DETAILS"', tok.sub('"TOKEN"', cmd.replace(key, "KEY"))))
     except OSError:
         pass
     mon.close()

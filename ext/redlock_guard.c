@@ -141,6 +141,9 @@ static int in_use(sqlite3 *db, const char *zdb) {
 
 /* Scans every database in use but temp; the first finding ends it. */
 static int scan_all(sqlite3 *db, unsigned want, verdict *v) {
+    /* No transaction on any database (the highest state over all of them):
+     * none is in use, answered without a look at each. */
+    if (sqlite3_libversion_number() >= 3034000 && sqlite3_txn_state(db, NULL) == SQLITE_TXN_NONE) return 0;
     if (sqlite3_libversion_number() >= 3039000) { /* sqlite3_db_name is in the host's API table */
         const char *z;
         for (int i = 0; (z = sqlite3_db_name(db, i)) != NULL; i++) {

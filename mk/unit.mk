@@ -5,7 +5,7 @@
 #   make unit             build and run build/unit/unit
 # SPDX-License-Identifier: BSD-3-Clause
 
-UNIT_ENGINE := src/rl_endpoint.c src/rl_error.c src/rl_resp.c src/rl_text.c src/rl_vote.c
+UNIT_ENGINE := src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_resp.c src/rl_text.c src/rl_vote.c
 UNIT_CC     := $(if $(filter 1,$(SANITIZE)),$(SAN_CC),$(CC))
 UNIT_FLAGS  := $(if $(filter 1,$(SANITIZE)),$(SAN_FLAGS),-O1 -g)
 UNIT_BIN    := build/unit/$(if $(filter 1,$(SANITIZE)),sanitize,plain)/unit
@@ -14,7 +14,7 @@ UNIT_BIN    := build/unit/$(if $(filter 1,$(SANITIZE)),sanitize,plain)/unit
 
 $(UNIT_BIN): unit/unit.c $(UNIT_ENGINE) $(HEADERS) Makefile mk/unit.mk
 	@mkdir -p $(@D)
-	$(UNIT_CC) -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(UNIT_FLAGS) -o $@ unit/unit.c $(UNIT_ENGINE) -lhiredis
+	$(UNIT_CC) -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(UNIT_FLAGS) -o $@ unit/unit.c $(UNIT_ENGINE) -lhiredis -lcrypto -lpthread
 
 unit: $(UNIT_BIN)
 	@$(UNIT_BIN)

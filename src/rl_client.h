@@ -53,6 +53,8 @@ typedef struct rl_node {
                                added or last updated) */
     rl_tls_peer tls;        /* TLS nodes: context and session (rl_tls.h) */
     rl_node_stats stats;    /* what this connection did with the node (rl_stats.h) */
+    unsigned scripts_cached; /* rl_evalsha scripts the current connection ran: bit i for script i */
+    int evalsha_refused;    /* the current connection's user may not run EVALSHA */
 } rl_node;
 
 typedef struct rl_settings {
@@ -75,6 +77,7 @@ typedef struct rl_settings {
     int64_t allow_evicting_nodes; /* 0: an evicting node's votes do not count */
     int64_t allow_cluster_nodes;  /* 0: a cluster node's votes do not count */
     int64_t holder_info;      /* 1: acquisitions write holder details (rl_lock_holder.c) */
+    int64_t evalsha;          /* 1: scripts a node has cached go by digest (rl_evalsha.h) */
     char *client_name;        /* owned: the app name in holder details */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
@@ -85,7 +88,7 @@ typedef struct rl_settings {
     {                                                                                                          \
         .timeout_ms = 50, .retry_delay_ms = 200, .retry_jitter_ms = 100, .drift_factor = 0.01, .fencing = 1,   \
         .fence_ttl_ms = 7LL * 24 * 3600 * 1000, .reconnect_min_ms = 100, .reconnect_max_ms = 5000,            \
-        .tls_verify = 1, .holder_info = 1,                                                                     \
+        .tls_verify = 1, .holder_info = 1, .evalsha = 1,                                                       \
     }
 
 /* A recent fenced acquisition, so a late yes with a lower number can still

@@ -27,6 +27,8 @@ typedef struct rl_tag {
     uint64_t op;          /* the operation that sent it (rl_client op counter) */
     int kind;             /* RL_K_* of rl_kind.h */
     int64_t deadline_us;  /* after this, no reply means the node is stalled */
+    unsigned char script; /* 1 + its rl_evalsha index for a script that may go by digest; 0 otherwise */
+    unsigned char by_digest; /* sent as EVALSHA */
 } rl_tag;
 
 typedef struct rl_conn {

@@ -20,23 +20,25 @@
 typedef struct keys {
     char *key, *fkey, *chan, *hkey, *mark;
     size_t keylen, fkeylen, chanlen, hkeylen, marklen;
+    char small[320]; /* the names of a short key, without an allocation; never copy a keys */
 } keys;
 
-/* The four names share one allocation, owned by key. */
+/* The five names share one block, owned by key: small, or allocated. */
 static void keys_free(keys *k) {
-    free(k->key);
+    if (k->key != k->small) free(k->key);
     k->key = k->fkey = k->chan = k->mark = k->hkey = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
     size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1;
-    memset(k, 0, sizeof *k);
+    k->key = NULL;
     k->keylen = pl + reslen;
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
     k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
     k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
-    k->key = malloc(k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1);
+    size_t total = k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1;
+    k->key = total <= sizeof k->small ? k->small : malloc(total);
     if (!k->key) return -1;
     k->fkey = k->key + k->keylen + 1;
     k->chan = k->fkey + k->fkeylen + 1;
@@ -116,12 +118,27 @@ rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out) {
     return RL_OK;
 }
 
-static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote **votes) {
+/* Votes of a call kept on its stack: node lists up to this long need no
+ * allocation per call. */
+#define SMALL_VOTES 7
+
+static void end(keys *k, rl_vote *votes, const rl_vote *small) {
+    keys_free(k);
+    if (votes != small) free(votes);
+}
+
+/* The keys of res and a vote per node (small when there are few nodes);
+ * give both back with end. */
+static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome *out, keys *k, rl_vote *small,
+                       rl_vote **votes) {
+    *votes = NULL;
+    k->key = NULL;
     if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
     if (rl_lock_check_resource(c, res, reslen, out) != RL_OK) return out->status;
-    *votes = calloc((size_t)c->n, sizeof **votes);
+    if (c->n <= SMALL_VOTES) memset(*votes = small, 0, (size_t)c->n * sizeof *small);
+    else *votes = calloc((size_t)c->n, sizeof **votes);
     if (!*votes || keys_make(c, res, reslen, k) != 0) {
-        free(*votes);
+        end(k, *votes, small);
         *votes = NULL;
         return finish(out, RL_NOMEM, "out of memory");
     }
@@ -293,13 +310,13 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     if (rl_lock_check_times(ttl_ms, wait_ms, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
-    rl_vote *votes = NULL;
-    if (rl_lock_check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, &votes) != RL_OK) {
+    rl_vote small[SMALL_VOTES], *votes = NULL;
+    if (rl_lock_check_ttl(c, ttl_ms, out) != RL_OK || begin(c, res, reslen, out, &k, small, &votes) != RL_OK) {
         pthread_mutex_unlock(&c->mu);
         return out->status;
     }
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
-    int64_t deadline = rl_now_us() + wait_ms * 1000;
+    int64_t deadline = 0; /* counted from the first attempt's start */
     int subscribed = 0, woken = 0;
     for (;;) {
         out->attempts++;
@@ -339,6 +356,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             r.lens = h_lens;
         }
         rl_round_run(c, &r);
+        if (!deadline) deadline = r.start_us + wait_ms * 1000;
         int64_t end_us = r.end_us;
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         long long fence = 0;
@@ -390,8 +408,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
-    keys_free(&k);
-    free(votes);
+    end(&k, votes, small);
     return out->status;
 }
 
@@ -412,11 +429,10 @@ static rl_status by_token(rl_client *c, const char *res, size_t reslen, const ch
     if (check_token(token, toklen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
-    rl_vote *votes = NULL;
-    if (begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+    rl_vote small[SMALL_VOTES], *votes = NULL;
+    if (begin(c, res, reslen, out, &k, small, &votes) == RL_OK) {
         body(c, &k, token, toklen, votes, out, arg);
-        keys_free(&k);
-        free(votes);
+        end(&k, votes, small);
     }
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);
@@ -515,8 +531,8 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
     if (check_token(token, toklen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
-    rl_vote *votes = NULL;
-    if (rl_lock_check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, &votes) == RL_OK) {
+    rl_vote small[SMALL_VOTES], *votes = NULL;
+    if (rl_lock_check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, small, &votes) == RL_OK) {
         if (quorum > 0 && c->set.unsafe_test_quorum <= 0) out->quorum = quorum;
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[32];
@@ -559,8 +575,7 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
                 rl_round_cleanup(c, &r, release_cmd(&k, token, toklen, 0, rel_argv, rel_lens), rel_argv, rel_lens);
             }
         }
-        keys_free(&k);
-        free(votes);
+        end(&k, votes, small);
     }
     out->op = c->op;
     pthread_mutex_unlock(&c->mu);

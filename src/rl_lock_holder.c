@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "rl_proc.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 
@@ -21,15 +22,56 @@ static const char *field_text(char *buf, size_t buflen, const char *s) {
     return rl_text_excerpt(buf, buflen, s, strlen(s), RL_HOLDER_TEXT_MAX);
 }
 
-size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen) {
+/* The details up to the time field depend only on the process, its host
+ * and client_name, so each thread keeps them and rebuilds them when the pid
+ * (a forked child) or client_name changes: an acquire then costs no
+ * gethostname or getpid system call and no formatting of text. */
+typedef struct {
+    pid_t pid;
+    char app[256]; /* client_name as it was when head was built (longer ones are not cached) */
+    char head[RL_HOLDER_DETAILS_MAX];
+    size_t len;
+} details_head;
+
+static _Thread_local details_head cached_head;
+
+static const details_head *head_for(const rl_client *c) {
+    details_head *d = &cached_head;
+    pid_t pid = rl_proc_pid();
+    const char *app = c->set.client_name;
+    if (d->len && d->pid == pid && strcmp(d->app, app) == 0) return d;
     char host[256] = "", h[RL_HOLDER_TEXT_MAX + 4], a[RL_HOLDER_TEXT_MAX + 4];
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    int k = snprintf(d->head, sizeof d->head, TAG SEP "%s" SEP "%ld" SEP "%s" SEP, field_text(h, sizeof h, host),
+                     (long)pid, field_text(a, sizeof a, app));
+    if (k < 0 || (size_t)k >= sizeof d->head || strlen(app) >= sizeof d->app) {
+        d->len = 0; /* not cached: built again next time */
+        return NULL;
+    }
+    d->len = (size_t)k;
+    d->pid = pid;
+    memcpy(d->app, app, strlen(app) + 1);
+    return d;
+}
+
+size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    long long now_ms = (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-    int k = snprintf(buf, buflen, TAG SEP "%s" SEP "%ld" SEP "%s" SEP "%lld" SEP "%s", field_text(h, sizeof h, host),
-                     (long)getpid(), field_text(a, sizeof a, c->set.client_name), now_ms, kind);
-    return k < 0 ? 0 : (size_t)k < buflen ? (size_t)k : buflen - 1;
+    unsigned long long now_ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
+    char digits[24], *end = digits + sizeof digits, *p = end;
+    do *--p = (char)('0' + now_ms % 10);
+    while ((now_ms /= 10) != 0);
+    const details_head *d = head_for(c);
+    size_t klen = strlen(kind), dlen = (size_t)(end - p);
+    if (!d || buflen == 0 || d->len + dlen + 1 + klen >= buflen) { /* no room: no details rather than a cut */
+        if (buflen) buf[0] = '\0';
+        return 0;
+    }
+    memcpy(buf, d->head, d->len);
+    memcpy(buf + d->len, p, dlen);
+    buf[d->len + dlen] = SEP[0];
+    memcpy(buf + d->len + dlen + 1, kind, klen + 1);
+    return d->len + dlen + 1 + klen;
 }
 
 void rl_holder_clear(rl_holder *h) {

@@ -78,6 +78,8 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
         return -1;
     }
     node->conn = conn;
+    node->scripts_cached = 0; /* a new connection: nothing known to be cached until it runs a script */
+    node->evalsha_refused = 0;
     node->auth_failed = 0;
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
@@ -255,7 +257,8 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
-int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen) {
+int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
+                         size_t whylen) {
     if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
@@ -269,8 +272,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
         snprintf(why, whylen, "node is a replica; its vote does not count");
         return 1;
     }
-    if (rl_nodecheck_blocked(c, node, why, whylen)) return 1;
-    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, rl_now_us()) : 0;
+    int64_t left = guard_applies ? rl_client_guard_left_us(c, node, now) : 0;
     if (left == INT64_MAX) {
         snprintf(why, whylen, "restart_guard: the node's INFO gave no uptime; its yes vote does not count");
         return 1;

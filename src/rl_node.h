@@ -34,8 +34,10 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
 
 /* Why a yes from node must not count (its INFO or ROLE not read on this
  * connection, replica, duplicate, restart guard), written into why; 0 when
- * it counts. guard_applies: acquire and extend. */
-int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, char *why, size_t whylen);
+ * it counts. Node checks (rl_nodecheck_blocked) are the caller's. guard_applies: acquire and extend; the restart guard is judged
+ * at now, when the reply was seen. */
+int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
+                         size_t whylen);
 
 /* The AUTH command for node into argv (AUTH [user] password; a user name
  * alone logs in with an empty password, as ACL users marked nopass do).

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "rl_clock.h"
+#include "rl_evalsha.h"
 #include "rl_fence.h"
 #include "rl_nodecheck.h"
 
@@ -20,6 +21,10 @@
  * for as long as the node stays hung. */
 #define RL_STALE_MAX_OWED 256
 
+/* The most arguments of a command that may go by digest: the single-lock
+ * scripts have at most 10. */
+#define RL_DIGEST_ARGS_MAX 16
+
 static int stale_takes_cleanup(const rl_node *node) {
     return node->stale && !node->stale->broken && node->stale->count < RL_STALE_MAX_OWED;
 }
@@ -27,7 +32,8 @@ static int stale_takes_cleanup(const rl_node *node) {
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
     if (v->state != RL_V_PENDING) return;
     v->state = state;
-    if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
+    if (why && !why[0]) v->why[0] = '\0';
+    else if (why && why != v->why) { /* a plain bounded copy: this runs for every reply */
         size_t n = strnlen(why, sizeof v->why - 1);
         memcpy(v->why, why, n);
         v->why[n] = '\0';
@@ -52,7 +58,10 @@ static int same_server_counted(const rl_client *c, const rl_round *r, int i, int
     const rl_node *node = c->nodes[i];
     if (!node->run_id[0]) return 0;
     for (int j = 0; j < c->n; j++) {
-        if (j == i || r->votes[j].state != state || strcmp(c->nodes[j]->run_id, node->run_id) != 0) continue;
+        /* run_ids are 40 random hex digits: the first byte nearly always tells them apart */
+        if (j == i || r->votes[j].state != state || c->nodes[j]->run_id[0] != node->run_id[0] ||
+            strcmp(c->nodes[j]->run_id, node->run_id) != 0)
+            continue;
         snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose vote counts already; this one does not",
                  (long long)c->nodes[j]->id, node->run_id);
         return 1;
@@ -66,15 +75,40 @@ static int keeps_reason(const rl_client *c, const rl_node *node) {
     return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
 }
 
-static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
+/* What an answer to a script that may go by digest says of node i's script
+ * cache. Returns 1 when the answer is not the command's: an EVALSHA of this
+ * round that did not run, sent again in full, whose vote waits for that. */
+static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
+                         int64_t now) {
+    rl_node *node = c->nodes[i];
+    unsigned bit = 1u << (tag->script - 1);
+    if (rep->type != REDIS_REPLY_ERROR) {
+        node->scripts_cached |= bit; /* it ran: the node has it cached now */
+        return 0;
+    }
+    if (!tag->by_digest) return 0;
+    node->scripts_cached &= ~bit;
+    if (!rl_evalsha_not_run(rep->str, rep->len)) return 0; /* the script's own error: a vote like any */
+    if (memcmp(rep->str, "NOPERM", 6) == 0) node->evalsha_refused = 1;
+    if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING || !node->conn || node->conn->broken) return 0;
+    rl_tag again = *tag;
+    again.by_digest = 0;
+    again.deadline_us = now + rl_client_timeout_us(c, node);
+    RL_COUNT(node->stats.calls);
+    return rl_conn_send(node->conn, &again, r->argc, r->argv, r->lens) == 0;
+}
+
+static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
+                     int64_t now) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(c, node);
     if (!RL_KIND_IS_SETUP(tag->kind)) /* sent when its deadline was set (rl_round_run) */
-        rl_stats_latency(&node->stats, rl_now_us() - (tag->deadline_us - rl_client_timeout_us(c, node)));
+        rl_stats_latency(&node->stats, now - (tag->deadline_us - rl_client_timeout_us(c, node)));
     if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
     }
+    if (tag->script && digest_answer(c, r, op, i, tag, rep, now)) return;
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
         /* A late reply to an earlier operation: it changes no decision, but
          * what the node said is still what users see in last_error. */
@@ -111,7 +145,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
     if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
-        rl_node_vote_blocked(c, node, r->guard_applies, why, sizeof why))
+        rl_node_vote_blocked(c, node, r->guard_applies, now, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A node that cannot keep locks (evicting, cluster): no answer of its
      * counts, and the reason given is the check, not what it said. */
@@ -136,12 +170,12 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     r->blocked += blocked;
 }
 
-/* Reads every complete reply on conn (node i). */
-static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn) {
+/* Reads every complete reply on conn (node i), seen at now. */
+static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn, int64_t now) {
     rl_tag tag;
     rl_reply *rep;
     while (rl_conn_next_reply(conn, &tag, &rep) == 1) {
-        if (conn == c->nodes[i]->conn) on_reply(c, r, op, i, &tag, rep);
+        if (conn == c->nodes[i]->conn) on_reply(c, r, op, i, &tag, rep, now);
         rl_reply_free(rep);
     }
 }
@@ -194,14 +228,17 @@ static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
         struct pollfd p = {.fd = conn->fd, .events = rl_conn_events(conn)};
         if (p.events && poll(&p, 1, 0) > 0) {
             rl_conn_progress(conn, p.revents);
-            read_replies(c, r, op, i, conn);
+            read_replies(c, r, op, i, conn, now);
         }
     }
 }
 
 /* One poll over every connection with work, waiting at most until until_us
- * or the earliest reply deadline; then handles what it found. */
-static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
+ * or the earliest reply deadline; then handles what it found. now is the
+ * time of a look just made (0: none), from which the wait is counted: a
+ * little early only makes the wait a little longer, and every decision
+ * after the poll is judged by a fresh look. Returns that look's time. */
+static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, int64_t now) {
     struct pollfd pfd_small[16], *pfd = pfd_small;
     int who_small[16], *who = who_small;
     rl_conn *conn_small[16], **conns = conn_small;
@@ -226,16 +263,16 @@ static void pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us) {
             if (j == 0 && oldest && oldest->deadline_us < wake) wake = oldest->deadline_us;
         }
     }
-    int64_t now = rl_now_us();
+    if (!now) now = rl_now_us();
     int64_t wait = wake > now ? wake - now : 0;
     struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
     int ready = k ? ppoll(pfd, (nfds_t)k, &ts, NULL) : 0;
+    now = rl_now_us(); /* before the replies are handled: their latency, and no stall judged late */
     for (int j = 0; ready > 0 && j < k; j++) {
         if (!pfd[j].revents) continue;
         rl_conn_progress(conns[j], pfd[j].revents);
-        read_replies(c, r, op, who[j], conns[j]);
+        read_replies(c, r, op, who[j], conns[j], now);
     }
-    now = rl_now_us();
     last_look(c, r, op, now);
     check_nodes(c, r, now);
 out:
@@ -244,9 +281,27 @@ out:
         free(who);
         free(conns);
     }
+    return now;
 }
 
-void rl_round_service(rl_client *c, int64_t wait_us) { pump(c, NULL, 0, rl_now_us() + (wait_us > 0 ? wait_us : 0)); }
+/* Whether check_nodes could find something to do at now. */
+static int needs_service(const rl_client *c, int64_t now) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        const rl_conn *st = node->stale; /* one still waiting for its owed replies needs nothing yet */
+        if (st && (st->broken || st->count == 0 || now >= node->stale_until_us)) return 1;
+        const rl_conn *conn = node->conn;
+        if (!conn) continue;
+        const rl_tag *oldest = rl_conn_oldest(conn);
+        if (conn->broken || (oldest && now >= oldest->deadline_us)) return 1;
+    }
+    return 0;
+}
+
+void rl_round_service(rl_client *c, int64_t wait_us) {
+    int64_t now = rl_now_us();
+    pump(c, NULL, 0, now + (wait_us > 0 ? wait_us : 0), now);
+}
 
 static int anything_pending(const rl_client *c) {
     for (int i = 0; i < c->n; i++)
@@ -256,7 +311,7 @@ static int anything_pending(const rl_client *c) {
 
 void rl_round_settle(rl_client *c) {
     pthread_mutex_lock(&c->mu);
-    while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX);
+    while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX, 0);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -294,15 +349,33 @@ void rl_round_run(rl_client *c, rl_round *r) {
     uint64_t op = r->op = ++c->op;
     r->yes = r->no = r->fail = r->asked = r->blocked = 0;
     r->start_us = rl_now_us();
-    rl_round_service(c, 0);
+    /* Replies owed by earlier rounds are read by this round's polls; only a
+     * node whose answer is overdue, a broken connection or a stalled one
+     * still draining must be settled (marked down) before anything is sent
+     * to it. Looking without that costs a system call per round. */
+    if (needs_service(c, r->start_us)) rl_round_service(c, 0);
+    /* A script every cycle runs goes by digest to the nodes that have it cached. */
+    int script = -1;
+    if (c->set.evalsha && r->argc >= 2 && r->argc <= RL_DIGEST_ARGS_MAX && r->lens[0] == 4 &&
+        memcmp(r->argv[0], "EVAL", 4) == 0)
+        script = rl_evalsha_index(r->argv[1], r->lens[1]);
+    const char *digest = script >= 0 ? rl_evalsha_digest(script) : NULL;
+    const char *sha_argv[RL_DIGEST_ARGS_MAX];
+    size_t sha_lens[RL_DIGEST_ARGS_MAX];
+    if (digest) {
+        memcpy(sha_argv, r->argv, (size_t)r->argc * sizeof *sha_argv);
+        memcpy(sha_lens, r->lens, (size_t)r->argc * sizeof *sha_lens);
+        sha_argv[0] = "EVALSHA", sha_lens[0] = 7;
+        sha_argv[1] = digest, sha_lens[1] = 40;
+    }
+    int64_t now = r->start_us;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         rl_vote *v = &r->votes[i];
         memset(v, 0, sizeof *v);
         if (r->only && !r->only[i]) continue;
-        r->asked++;
+        if (r->asked++) now = rl_now_us(); /* the first is sent at start_us */
         v->state = RL_V_PENDING;
-        int64_t now = rl_now_us();
         /* No new connection while the stalled one still owes
          * replies. A release sent on a new connection could overtake a SET
          * still queued on the stalled one (the server reads two sockets in no
@@ -337,9 +410,11 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
-        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline};
+        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
+        tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
-        if (rl_conn_send(node->conn, &tag, r->argc, r->argv, r->lens) != 0) {
+        if (rl_conn_send(node->conn, &tag, r->argc, tag.by_digest ? sha_argv : r->argv,
+                         tag.by_digest ? sha_lens : r->lens) != 0) {
             if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
@@ -347,7 +422,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, why);
         }
     }
-    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) pump(c, r, op, INT64_MAX);
+    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
     r->end_us = rl_now_us();
 }
 

@@ -1,6 +1,6 @@
-/* rl_scripts: the Lua scripts sent with EVAL. EVAL (not EVALSHA) means a
- * node that lost its script cache (restart, SCRIPT FLUSH) never answers
- * NOSCRIPT; Redis hashes and caches the body itself.
+/* rl_scripts: the Lua scripts the engine runs on the nodes. Sent with
+ * EVAL, or by digest with EVALSHA where a node has one cached (the scripts
+ * of every cycle, see rl_evalsha.h).
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_SCRIPTS_H
 #define RL_SCRIPTS_H

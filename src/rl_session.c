@@ -154,7 +154,7 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     s->nheld++;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
+        h->next_extend_us = h->acquired_us + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         if (rl_session_keeper_kick(s) != 0) {
             forget(s, s->nheld - 1);
             return -1;

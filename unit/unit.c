@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "rl_endpoint.h"
+#include "rl_evalsha.h"
 #include "rl_resp.h"
+#include "rl_scripts.h"
 #include "rl_text.h"
 #include "rl_vote.h"
 
@@ -347,6 +349,42 @@ static void test_text_from_server(void) {
     }
 }
 
+/* rl_evalsha: which errors of an EVALSHA mean it did not run (so sending it
+ * again in full is safe), and which script texts go by digest. */
+static const struct not_run_case {
+    const char *text;
+    int not_run;
+} not_run_cases[] = {
+    {"NOSCRIPT No matching script. Please use EVAL.", 1},
+    {"NOPERM this user has no permissions to run the 'evalsha' command", 1},
+    {"NOPERM this user has no permissions to access one of the keys used as arguments", 0},
+    {"ERR user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value", 0},
+    {"NOSCRIP", 0},
+    {"", 0},
+};
+
+static void test_evalsha(void) {
+    for (size_t i = 0; i < sizeof not_run_cases / sizeof not_run_cases[0]; i++) {
+        const struct not_run_case *t = &not_run_cases[i];
+        expect(rl_evalsha_not_run(t->text, strlen(t->text)) == t->not_run, "evalsha_not_run", "%s", t->text);
+    }
+    expect(rl_evalsha_not_run(NULL, 0) == 0, "evalsha_not_run", "NULL text");
+    for (int i = 0; i < RL_EVALSHA_SCRIPTS; i++) {
+        const char *d = rl_evalsha_digest(i);
+        expect(d && strlen(d) == 40 && strspn(d, "0123456789abcdef") == 40, "evalsha_digest", "script %d: %s", i,
+               or_null(d));
+    }
+    expect(rl_evalsha_index(RL_SCRIPT_RELEASE, sizeof RL_SCRIPT_RELEASE - 1) >= 0, "evalsha_index", "release");
+    char copy[sizeof RL_SCRIPT_RELEASE];
+    memcpy(copy, RL_SCRIPT_RELEASE, sizeof copy);
+    copy[10] ^= 1; /* same length, one byte other: not the script */
+    expect(rl_evalsha_index(copy, sizeof copy - 1) == -1, "evalsha_index", "a script one byte off");
+    expect(rl_evalsha_index(RL_SCRIPT_ACQUIRE_MANY, sizeof RL_SCRIPT_ACQUIRE_MANY - 1) == -1, "evalsha_index",
+           "a script that always goes in full");
+    expect(rl_evalsha_digest(-1) == NULL && rl_evalsha_digest(RL_EVALSHA_SCRIPTS) == NULL, "evalsha_digest",
+           "out of range");
+}
+
 int main(void) {
     test_url_parse();
     test_resp_format();
@@ -355,6 +393,7 @@ int main(void) {
     test_vote_items();
     test_text_clean();
     test_text_from_server();
+    test_evalsha();
     printf("unit: %d cases, %d failed\n", cases, failures);
     return failures ? 1 : 0;
 }

@@ -1,0 +1,107 @@
+"""The scripts of every cycle go by digest (EVALSHA) once a node has run
+them on the connection, and a node that lost them (SCRIPT FLUSH) or a user
+refused EVALSHA still gets every command, sent again in full.
+
+Run: /usr/bin/python3 sql-tests/run.py test_evalsha
+ or: /usr/bin/python3 sql-tests/test_evalsha.py   (prints the evidence)
+"""
+# SPDX-License-Identifier: BSD-3-Clause
+
+import sys
+
+import harness as h
+from harness import eq, is_token, note, run_directly as _run_directly, timeout_env as env
+
+USER_PW = "Ev4l-Pa55-word"
+
+
+def _calls(node):
+    """{command: calls} from INFO commandstats, for EVAL and EVALSHA."""
+    out = {"eval": 0, "evalsha": 0}
+    for line in node.cmd("INFO", "commandstats").splitlines():
+        for name in out:
+            if line.startswith("cmdstat_%s:" % name):
+                out[name] = int(line.split("calls=")[1].split(",")[0])
+    return out
+
+
+def _fresh(nodes):
+    for n in nodes:
+        n.cmd("SCRIPT", "FLUSH")
+        n.cmd("CONFIG", "RESETSTAT")
+
+
+def _cycle(con, res):
+    tok = h.value(con, "SELECT redlock_acquire(?, 10000)", res)
+    is_token(tok, "token of %s" % res)
+    return tok
+
+
+def test_cycle_scripts_go_by_digest_after_their_first_run_1n():
+    c = h.shared_cluster(1)
+    _fresh(c.nodes)
+    con = h.connect(env(c))
+    for i in range(5):
+        _cycle(con, "dg:%d" % i)
+        eq(h.value(con, "SELECT redlock_release(?)", "dg:%d" % i), 1, "release %d" % i)
+    calls = _calls(c.nodes[0])
+    note("5 cycles on a fresh connection: %r" % calls)
+    # the first acquire and the first release run in full; the 8 after them by digest
+    eq(calls, {"eval": 2, "evalsha": 8}, "EVAL and EVALSHA calls")
+    con.execute("SELECT redlock_config('evalsha', 0)")
+    _fresh(c.nodes)
+    _cycle(con, "dg:off")
+    eq(h.value(con, "SELECT redlock_release('dg:off')"), 1, "release with evalsha 0")
+    eq(_calls(c.nodes[0]), {"eval": 2, "evalsha": 0}, "calls with evalsha 0")
+
+
+def test_script_flush_between_calls_still_reaches_every_node_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    for i in range(2):  # every cycle script cached on every node
+        _cycle(con, "fl:warm%d" % i)
+        con.execute("SELECT redlock_release(?)", ("fl:warm%d" % i,))
+    _fresh(c.nodes[1:2])  # node 2 forgets them; this connection does not know
+    tok = _cycle(con, "fl:a")
+    # the acquire answered NOSCRIPT on node 2 and was sent again in full: the
+    # lock is on all three nodes, not only on the quorum of the other two
+    eq(c.values("fl:a"), [tok] * 3, "fl:a on the nodes")
+    stats = h.rows(con, "SELECT node_id, errors FROM redlock_stats ORDER BY node_id")
+    eq([r[1] for r in stats], [0, 0, 0], "errors per node")
+    _fresh(c.nodes[1:2])
+    eq(h.value(con, "SELECT redlock_release('fl:a')"), 1, "release after the second flush")
+    h.no_key(c, "fl:a", "fl:a after its release", settle_cons=(con,))
+    calls = _calls(c.nodes[1])
+    note("node 2 after a flush and a release: %r" % calls)
+    eq(calls["evalsha"] >= 1 and calls["eval"] >= 1, True, "node 2 got the release by digest, then in full")
+
+
+def test_script_flush_on_the_only_node_is_not_an_error_1n():
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    _cycle(con, "fo:warm")
+    con.execute("SELECT redlock_release('fo:warm')")
+    _fresh(c.nodes)
+    tok = _cycle(con, "fo:a")
+    eq(c.values("fo:a"), [tok], "fo:a on the node")
+    _fresh(c.nodes)
+    eq(h.value(con, "SELECT redlock_release('fo:a')"), 1, "release after a flush")
+    eq(c.nodes[0].get("fo:a"), None, "fo:a after its release")
+
+
+def test_user_refused_evalsha_gets_every_command_in_full_1n():
+    n = h.RedisNode()
+    n.cmd("ACL", "SETUSER", "noevalsha", "on", ">" + USER_PW, "~*", "&*", "+@all", "-evalsha")
+    url = "redis://noevalsha:%s@127.0.0.1:%d?timeout_ms=250" % (USER_PW, n.port)
+    con = h.connect(url)
+    for i in range(4):
+        _cycle(con, "ne:%d" % i)
+        eq(h.value(con, "SELECT redlock_release(?)", "ne:%d" % i), 1, "release %d" % i)
+    eq([n.get("ne:%d" % i) for i in range(4)], [None] * 4, "keys after their releases")
+    calls = _calls(n)
+    note("a user without EVALSHA, 4 cycles: %r" % calls)
+    eq(calls["evalsha"], 0, "EVALSHA calls that ran")
+
+
+if __name__ == "__main__":
+    sys.exit(_run_directly(globals()))
