@@ -22,6 +22,7 @@ SIGTERM.
 import atexit
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -166,7 +167,44 @@ class Resp:
 # redis-server processes
 # --------------------------------------------------------------------------
 
+def _port_range():
+    """REDLOCK_TEST_PORTS="lo-hi" (set by run.py when modules run side by
+    side): this process's own ports. None: the kernel picks."""
+    try:
+        lo, hi = (int(x) for x in os.environ.get("REDLOCK_TEST_PORTS", "").split("-"))
+    except ValueError:
+        return None
+    return (lo, hi) if 0 < lo <= hi < 65536 else None
+
+
+_PORTS = _port_range()
+_handed_out = set()
+_port_rng = random.Random()     # its own: tests may seed the module's
+
+
+def _bindable(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
+    """A loopback port nothing listens on. Within REDLOCK_TEST_PORTS, a port
+    is handed out once per process, so one a test killed (to restart) or
+    keeps free on purpose is never given to a later node."""
+    if _PORTS is not None:
+        lo, hi = _PORTS
+        with _lock:
+            for _ in range(4 * (hi - lo + 1)):
+                p = _port_rng.randint(lo, hi)
+                if p not in _handed_out and _bindable(p):
+                    _handed_out.add(p)
+                    return p
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind(("127.0.0.1", 0))

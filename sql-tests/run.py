@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Runs the redlock SQL tests.
 
-    /usr/bin/python3 sql-tests/run.py [--timeout S] [-v] [FILTER ...]
+    /usr/bin/python3 sql-tests/run.py [--timeout S] [-j N] [--times[=N]] [-v] [FILTER ...]
 
 Discovers sql-tests/test_*.py and runs every function named test_* in it,
-one module at a time, each module in its own process group (so that every
-redis-server, sqlite3 shell and worker a test starts dies with it). A test
+each module in its own process group (so that every redis-server, sqlite3
+shell and worker a test starts dies with it). -j N (default 2, env
+REDLOCK_TEST_JOBS) modules run at a time, each worker's nodes on ports of
+its own range (REDLOCK_TEST_PORTS, read by harness.free_port); the output
+is still printed module by module, in name order. --times: after the run,
+the N (15) slowest modules (wall time) and tests. A test
 that runs longer than its timeout has its stack dumped and is reported as
 failed; the module's remaining tests continue in a fresh process.
 
@@ -26,6 +30,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import unittest
@@ -34,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PYTHON = "/usr/bin/python3"
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_JOBS = 2
 
 
 # --------------------------------------------------------------------------
@@ -104,30 +110,80 @@ def _child(module_path, filters, skip, timeout, fd, dumpfile):
 # --------------------------------------------------------------------------
 
 class Results:
+    """Counts and output. Each module writes to its own Sink; the sinks are
+    printed in module order (the first unfinished one as it goes, the rest
+    when their turn comes), so parallel modules never interleave."""
+
     def __init__(self, verbose):
         self.passed = 0
         self.failed = 0
         self.skipped = 0
         self.verbose = verbose
+        self.tests = []              # (seconds, name) of every test that ended
+        self.modules = []            # (seconds, name) of every module
+        self._lock = threading.Lock()
+        self._sinks = []
+        self._head = 0               # index of the first sink not yet complete
+
+    def sink(self):
+        with self._lock:
+            s = Sink(self)
+            self._sinks.append(s)
+            return s
+
+    def _flush(self):
+        # under self._lock
+        while self._head < len(self._sinks):
+            s = self._sinks[self._head]
+            for line in s.lines[s.printed:]:
+                print(line, flush=True)
+            s.printed = len(s.lines)
+            if not s.done:
+                return
+            self._head += 1
+
+
+class Sink:
+    def __init__(self, res):
+        self.res = res
+        self.lines = []
+        self.printed = 0
+        self.done = False
+
+    def _emit(self, lines, counter=None, timed=None):
+        r = self.res
+        with r._lock:
+            if counter:
+                setattr(r, counter, getattr(r, counter) + 1)
+            if timed is not None:
+                r.tests.append(timed)
+            self.lines.extend(lines)
+            r._flush()
+
+    def close(self, name=None, seconds=None):
+        r = self.res
+        with r._lock:
+            if name is not None:
+                r.modules.append((seconds, name))
+            self.done = True
+            r._flush()
 
     def ok(self, name, seconds=None):
-        self.passed += 1
-        if self.verbose and seconds is not None:
-            print("PASS %s (%.2fs)" % (name, seconds), flush=True)
+        if self.res.verbose and seconds is not None:
+            line = "PASS %s (%.2fs)" % (name, seconds)
         else:
-            print("PASS %s" % name, flush=True)
+            line = "PASS %s" % name
+        self._emit([line], "passed", None if seconds is None else (seconds, name))
 
     def skip(self, name, reason):
-        self.skipped += 1
-        print("SKIP %s: %s" % (name, " ".join(reason.split())), flush=True)
+        self._emit(["SKIP %s: %s" % (name, " ".join(reason.split()))], "skipped")
 
     def fail(self, name, reason, detail=""):
-        self.failed += 1
         reason = " ".join(reason.split()) or "failed"
-        print("FAIL %s: %s" % (name, reason), flush=True)
+        lines = ["FAIL %s: %s" % (name, reason)]
         if detail:
-            for line in detail.rstrip().splitlines():
-                print("    " + line, flush=True)
+            lines += ["    " + line for line in detail.rstrip().splitlines()]
+        self._emit(lines, "failed")
 
 
 _children = set()     # process groups of running children
@@ -153,7 +209,9 @@ def _tail(path, n=4000):
         return ""
 
 
-def run_module(path, filters, timeout, res, tmpdir):
+def run_module(path, filters, timeout, res, tmpdir, ports=None):
+    """Runs one module; `res` is its Sink. `ports`: "lo-hi", the range its
+    nodes take their ports from (harness.free_port)."""
     done = set()
     name = os.path.splitext(os.path.basename(path))[0]
     rounds = 0
@@ -169,6 +227,8 @@ def run_module(path, filters, timeout, res, tmpdir):
                            "timeout": timeout, "fd": w, "dump": dumpfile})
         env = dict(os.environ)
         env["TMPDIR"] = tmpdir          # server dirs etc. go away with the run
+        if ports:
+            env["REDLOCK_TEST_PORTS"] = ports
         with open(logfile, "w") as log:
             child = subprocess.Popen([PYTHON, os.path.abspath(__file__), "--child", args],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -280,6 +340,8 @@ def main(argv):
                       a["dump"])
     timeout = float(os.environ.get("REDLOCK_TEST_TIMEOUT", DEFAULT_TIMEOUT))
     verbose = False
+    times = 0
+    jobs = int(os.environ.get("REDLOCK_TEST_JOBS", DEFAULT_JOBS))
     filters = []
     it = iter(argv[1:])
     for a in it:
@@ -287,6 +349,14 @@ def main(argv):
             timeout = float(next(it))
         elif a.startswith("--timeout="):
             timeout = float(a.split("=", 1)[1])
+        elif a in ("-j", "--jobs"):
+            jobs = int(next(it))
+        elif a.startswith("--jobs="):
+            jobs = int(a.split("=", 1)[1])
+        elif a == "--times":
+            times = 15
+        elif a.startswith("--times="):
+            times = int(a.split("=", 1)[1])
         elif a in ("-v", "--verbose"):
             verbose = True
         elif a in ("-h", "--help"):
@@ -299,23 +369,84 @@ def main(argv):
     modules = sorted(os.path.join(HERE, f) for f in os.listdir(HERE)
                      if f.startswith("test_") and f.endswith(".py"))
     signal.signal(signal.SIGTERM, _on_term)
+    jobs = max(1, min(jobs, len(modules)))
+    ranges = _port_ranges(jobs)
+    todo = list(enumerate(modules))
+    sinks = [res.sink() for _ in modules]
+    todo_lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(slot, tmpdir):
+        while not stop.is_set():
+            with todo_lock:
+                if not todo:
+                    return
+                i, path = todo.pop(0)
+            m0 = time.monotonic()
+            try:
+                run_module(path, filters, timeout, sinks[i], tmpdir, ranges[slot])
+            except BaseException as e:
+                sinks[i].fail(os.path.basename(path), "runner error: %r" % e)
+            finally:
+                sinks[i].close(os.path.splitext(os.path.basename(path))[0],
+                               time.monotonic() - m0)
+
     try:
         with tempfile.TemporaryDirectory(prefix="redlock-run-") as tmpdir:
-            for path in modules:
-                run_module(path, filters, timeout, res, tmpdir)
+            threads = [threading.Thread(target=worker, args=(k, tmpdir), daemon=True)
+                       for k in range(jobs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.5)
     finally:
-        # interrupted (Ctrl-C, SIGTERM): take the running module down with us
+        # interrupted (Ctrl-C, SIGTERM): take the running modules down with us
+        stop.set()
         for pgid in list(_children):
             _kill_group(pgid)
     if not filters or any(f in "make unit" for f in filters):
-        run_unit(res)
+        sink = res.sink()
+        run_unit(sink)
+        sink.close()
     if verbose:
         print("(%.1fs)" % (time.monotonic() - t0))
+    if times:
+        print_times(res, times)
     print("%d passed, %d failed%s" % (res.passed, res.failed,
                                       ", %d skipped" % res.skipped if res.skipped else ""),
           flush=True)
     return 1 if res.failed or (res.passed == 0) else 0
 
+
+def _port_ranges(jobs):
+    """One range of loopback ports per worker, below the kernel's ephemeral
+    range: the modules running side by side never pick each other's ports
+    (not even one a test killed and will restart, or one it keeps free on
+    purpose), and no outgoing connection takes one. None: let the kernel
+    choose (one worker, or no room below the ephemeral range)."""
+    if jobs < 2:
+        return [None]
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 0
+    lo, hi = 10000, ephemeral - 1
+    step = (hi - lo + 1) // jobs
+    if step < 1000:
+        return [None] * jobs
+    return ["%d-%d" % (lo + k * step, lo + (k + 1) * step - 1) for k in range(jobs)]
+
+
+def print_times(res, n):
+    """--times: module wall times and the n slowest tests, slowest first."""
+    print("slowest modules (wall time):")
+    for sec, name in sorted(res.modules, reverse=True)[:n]:
+        print("  %6.1fs %s" % (sec, name))
+    print("slowest tests:")
+    for sec, name in sorted(res.tests, reverse=True)[:n]:
+        print("  %6.1fs %s" % (sec, name))
 
 if __name__ == "__main__":
     try:

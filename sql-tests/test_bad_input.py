@@ -670,7 +670,7 @@ def test_tokens_fail_closed_without_getrandom():
 
 def test_tokens_are_128_bit_and_distinct():
     c = h.shared_cluster(1)
-    con = h.connect(c)
+    con = h.connect(c, timeout_ms=h.RELAXED_TIMEOUT_MS)    # about tokens, not slow nodes
     toks = [h.is_token(h.value(con, "SELECT redlock_acquire(?, 10000)", "bad:t%d" % i)) for i in range(200)]
     eq(len(set(toks)), len(toks), "distinct tokens")
     check(len({t[:8] for t in toks}) > 190, "tokens share prefixes: %r" % toks[:5])
