@@ -101,7 +101,8 @@ def measure(ext, urls, seconds=1.0, reps=5):
 
 
 def lines(m):
-    """The table rows and the target's verdict: (lines, "<= 0.05: MET")."""
+    """The table rows and the target's verdicts, with the defaults and with
+    fencing off: (lines, ("<= 0.05: MET", "<= 0.05: NOT MET"))."""
     L = ["acquire_many (one EVAL per node sets every name or none), fencing on, TTL 10 s, %d nodes; "
          "time of the acquire call, median of all calls in %s" % (m["nodes"], "the run"),
          "  %-40s %5s %9s %9s %9s %12s" % ("", "names", "calls", "p50 us", "p99 us", "names/s")]
@@ -116,11 +117,12 @@ def lines(m):
     L.append("  fencing off: acquire_many of 1,000 names p50 %.0f us (%d calls), 1,000 single acquires p50 %.0f us "
              "(%d statements): ratio %.4f" % (o["many_us"], o["many_calls"], o["single_us"], o["single_calls"],
                                               o["ratio"]))
-    # The target is judged with fencing off and the other settings at their
-    # defaults (holder details on; fencing itself defaults to on): with
-    # fencing on every name also writes its counter on every node, server
-    # work that one round trip cannot save, so that ratio is shown beside it.
-    tgt = "<= 0.05: %s" % ("MET" if o["ratio"] <= 0.05 else "NOT MET")
-    L.append("  1,000 names: acquire_many / 1,000 single acquires = %.4f with fencing off (holder details on)   %s; "
-             "%.4f with fencing on" % (o["ratio"], tgt, m["ratio"]))
+    # Judged with the default settings (fencing on, holder details on) and
+    # with fencing off: with fencing every name also writes its counter on
+    # every node, work that one round trip cannot save.
+    def verdict(r):
+        return "<= 0.05: %s" % ("MET" if r <= 0.05 else "NOT MET")
+    tgt = (verdict(m["ratio"]), verdict(o["ratio"]))
+    L.append("  1,000 names: acquire_many / 1,000 single acquires = %.4f with the defaults (fencing on)   %s; "
+             "%.4f with fencing off   %s" % (m["ratio"], tgt[0], o["ratio"], tgt[1]))
     return L, tgt

@@ -1040,7 +1040,8 @@ def main():
     elif mny is not None:
         mlines, mtgt = many.lines(mny)
         L += mlines
-        targets.append(("1,000 names, acquire_many / single acquires", mtgt))
+        targets.append(("1,000 names, acquire_many / single, defaults", mtgt[0]))
+        targets.append(("1,000 names, acquire_many / single, fencing off", mtgt[1]))
     L.append("Targets, from the medians above (CPU: %s):" % cpu_model())
     for what, v in targets:
         L.append("  %-52s %s" % (what, v))
