@@ -735,6 +735,12 @@ def growth_rows(g):
         "conns", "threads, 1 proc", "processes", "bare processes"))
     for t, r in sorted(g["conc"].items()):
         L.append("  %-6d %17s %17s %17s" % (t, cell(r["threads"]), cell(r["procs"]), cell(r["bare"])))
+    # a failed run says why, so a node timeout under load is told from a fault
+    for what, group in (("nodes", g["nodes"]), ("conns", g["conc"])):
+        for k, r in sorted(group.items()):
+            for who, x in sorted(r.items()):
+                if x and "error" in x:
+                    L.append("  failed (%s %d, %s): %s" % (what, k, who, x["error"][:150]))
     return L
 
 
