@@ -911,9 +911,9 @@ def main():
     targets = []
     for fencing in (1, 0) if healthy else ():
         if fencing:
-            L.append("Healthy, fencing on: EVAL fenced-acquire (SET NX PX + INCR), then EVAL release")
+            L.append("Healthy, fencing on: acquire script (SET NX PX, holder details, INCR), then release script; EVALSHA after a first EVAL")
         else:
-            L.append("Healthy, fencing off (redlock_config('fencing', 0)): SET NX PX, then EVAL release")
+            L.append("Healthy, fencing off (redlock_config('fencing', 0)): acquire script (SET NX PX, holder details), then release script")
         for n in counts:
             h = healthy[fencing, n]
             o, bare, bq, pe = h.get("ours"), h.get("bare"), h.get("bareq"), h.get("peer")
