@@ -15,6 +15,7 @@
 
 #include "fuzz_common.h"
 #include "rl_client.h"
+#include "rl_clock.h"
 #include "rl_node.h"
 #include "rl_resp.h"
 #include "rl_vote.h"
@@ -108,8 +109,8 @@ static void classify(const rl_reply *r, int depth) {
         FUZZ_CHECK(memchr(a->run_id, '\0', sizeof a->run_id), "run_id not terminated");
         if (kind == RL_K_AUTH) FUZZ_CHECK(a->auth_failed == (r->type == REDIS_REPLY_ERROR), "auth_failed");
         char why[256];
-        rl_node_vote_blocked(client, a, 1, why, sizeof why);
-        rl_node_vote_blocked(client, b, 1, why, sizeof why);
+        rl_node_vote_blocked(client, a, 1, rl_now_us(), why, sizeof why);
+        rl_node_vote_blocked(client, b, 1, rl_now_us(), why, sizeof why);
     }
     if (r->type == REDIS_REPLY_ARRAY && depth < 3)
         for (size_t i = 0; i < r->elements; i++)

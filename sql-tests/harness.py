@@ -1095,14 +1095,20 @@ def node_setup():
     result = node, None
     if not node or not npm:
         result = None, "node or npm is not installed"
-    elif not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
-        try:
-            r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-            if r.returncode != 0:
-                result = None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
-        except subprocess.TimeoutExpired:
-            result = None, "npm install better-sqlite3 took more than 600 s"
+    else:
+        # Modules run side by side (run.py -j): one installs while the other
+        # waits, so none sees a half-installed package.
+        import fcntl
+        with open(os.path.join(NODE_DIR, ".install.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
+                try:
+                    r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+                    if r.returncode != 0:
+                        result = None, "npm install better-sqlite3 failed: %s" % r.stdout.strip()[-300:]
+                except subprocess.TimeoutExpired:
+                    result = None, "npm install better-sqlite3 took more than 600 s"
     _node.append(result)
     return result
 
