@@ -374,7 +374,10 @@ void rl_round_run(rl_client *c, rl_round *r) {
         rl_vote *v = &r->votes[i];
         memset(v, 0, sizeof *v);
         if (r->only && !r->only[i]) continue;
-        if (r->asked++) now = rl_now_us(); /* the first is sent at start_us */
+        r->asked++;
+        /* Read afresh for each node, the first too: a pause since start_us
+         * would leave its deadline already past when its command goes out. */
+        now = rl_now_us();
         v->state = RL_V_PENDING;
         /* No new connection while the stalled one still owes
          * replies. A release sent on a new connection could overtake a SET
