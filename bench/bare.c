@@ -49,6 +49,7 @@
 
 #include "rl_evalsha.h"
 #include "rl_random.h"  /* RL_TOKEN_LEN only */
+#include "rl_resp.h"    /* rl_resp_decimal */
 #include "rl_scripts.h"
 #include "rl_wait.h"    /* RL_RELEASED_SUFFIX only */
 #include "measure.h"
@@ -164,13 +165,10 @@ static size_t make_details(char *buf) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
-    char digits[24], *end = digits + sizeof digits, *p = end;
-    do *--p = (char)('0' + ms % 10);
-    while ((ms /= 10) != 0);
     memcpy(buf, details_head, details_head_len);
-    memcpy(buf + details_head_len, p, (size_t)(end - p));
-    memcpy(buf + details_head_len + (size_t)(end - p), "\x1f" "exclusive", 10);
-    return details_head_len + (size_t)(end - p) + 10;
+    size_t n = details_head_len + rl_resp_decimal(buf + details_head_len, ms);
+    memcpy(buf + n, "\x1f" "exclusive", 10);
+    return n + 10;
 }
 
 static uint64_t mix(uint64_t x) { /* splitmix64 */

@@ -9,9 +9,9 @@ BENCH_BUILD  = build/bench
 BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc
 BENCH_SECONDS ?= 1
 
-$(BENCH_BUILD)/bare: bench/bare.c bench/measure.h src/rl_evalsha.c $(wildcard src/*.h)
+$(BENCH_BUILD)/bare: bench/bare.c bench/measure.h src/rl_evalsha.c src/rl_resp.c $(wildcard src/*.h)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -o $@ bench/bare.c src/rl_evalsha.c -lhiredis -lcrypto -lpthread
+	$(CC) $(BENCH_CFLAGS) -o $@ bench/bare.c src/rl_evalsha.c src/rl_resp.c -lhiredis -lcrypto -lpthread
 
 $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 	@mkdir -p $(BENCH_BUILD)

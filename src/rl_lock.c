@@ -60,20 +60,6 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     return 0;
 }
 
-/* v (>= 0) in decimal into buf (at least 21 bytes), NUL-terminated; returns
- * the length. On every acquire, where snprintf cost more than the rest of
- * building the command. */
-static size_t decimal(char *buf, int64_t v) {
-    char tmp[24], *p = tmp + sizeof tmp;
-    uint64_t u = v > 0 ? (uint64_t)v : 0;
-    do *--p = (char)('0' + u % 10);
-    while ((u /= 10) != 0);
-    size_t n = (size_t)(tmp + sizeof tmp - p);
-    memcpy(buf, p, n);
-    buf[n] = '\0';
-    return n;
-}
-
 /* The compare-and-delete command for key k and token into argv/lens, with
  * the key prefix (for the details of a set the name may be one of): with
  * the release channel for a release waiters must hear of, without it for a
@@ -323,8 +309,9 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
-        char ttl[32], fttl[32];
-        size_t ttllen = decimal(ttl, ttl_ms), fttllen = decimal(fttl, fence_ttl);
+        char ttl[RL_DECIMAL_MAX], fttl[RL_DECIMAL_MAX]; /* both checked whole numbers >= 0 */
+        size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms);
+        size_t fttllen = rl_resp_decimal(fttl, (unsigned long long)fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
         size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
         const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
@@ -348,8 +335,8 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                                  fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
                                  details, fttl};
             size_t l[10] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen, k.hkeylen,
-                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : strlen(ttl),
-                            fenced ? strlen(ttl) : dlen, dlen, strlen(fttl)};
+                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : ttllen,
+                            fenced ? ttllen : dlen, dlen, fttllen};
             memcpy(h_argv, a, sizeof a);
             memcpy(h_lens, l, sizeof l);
             r.argc = fenced ? 10 : 8;
@@ -536,8 +523,8 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
     if (rl_lock_check_ttl(c, ttl_ms, out) == RL_OK && begin(c, res, reslen, out, &k, small, &votes) == RL_OK) {
         if (quorum > 0 && c->set.unsafe_test_quorum <= 0) out->quorum = quorum;
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
-        char ttl[32];
-        snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
+        char ttl[RL_DECIMAL_MAX];
+        size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms); /* checked: 1 or more */
         int fenced = c->set.fencing != 0;
         const char *argv[9] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
         size_t lens[9] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
@@ -549,7 +536,7 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         argv[argc] = token;
         lens[argc++] = toklen;
         argv[argc] = ttl;
-        lens[argc++] = strlen(ttl);
+        lens[argc++] = ttllen;
         argv[argc] = c->set.key_prefix;
         lens[argc++] = strlen(c->set.key_prefix);
         if (limit) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rl_proc.h"
+#include "rl_resp.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 
@@ -58,17 +59,16 @@ size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t
     struct timeval tv;
     gettimeofday(&tv, NULL);
     unsigned long long now_ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
-    char digits[24], *end = digits + sizeof digits, *p = end;
-    do *--p = (char)('0' + now_ms % 10);
-    while ((now_ms /= 10) != 0);
+    char digits[RL_DECIMAL_MAX];
+    size_t dlen = rl_resp_decimal(digits, now_ms);
     const details_head *d = head_for(c);
-    size_t klen = strlen(kind), dlen = (size_t)(end - p);
+    size_t klen = strlen(kind);
     if (!d || buflen == 0 || d->len + dlen + 1 + klen >= buflen) { /* no room: no details rather than a cut */
         if (buflen) buf[0] = '\0';
         return 0;
     }
     memcpy(buf, d->head, d->len);
-    memcpy(buf + d->len, p, dlen);
+    memcpy(buf + d->len, digits, dlen);
     buf[d->len + dlen] = SEP[0];
     memcpy(buf + d->len + dlen + 1, kind, klen + 1);
     return d->len + dlen + 1 + klen;

@@ -17,14 +17,21 @@ static int buf_reserve(rl_buf *b, size_t more) {
     return 0;
 }
 
-/* Writes "<kind><n>\r\n" at p and returns the end. By hand, not snprintf:
- * it runs once per argument per node per command. */
+size_t rl_resp_decimal(char *buf, unsigned long long v) {
+    char tmp[RL_DECIMAL_MAX], *end = tmp + sizeof tmp, *d = end;
+    do *--d = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    size_t n = (size_t)(end - d);
+    memcpy(buf, d, n);
+    buf[n] = '\0';
+    return n;
+}
+
+/* Writes "<kind><n>\r\n" at p (with room: see rl_buf_append_command) and
+ * returns the end. */
 static char *put_header(char *p, char kind, size_t n) {
-    char tmp[24], *end = tmp + sizeof tmp, *d = end;
-    do *--d = (char)('0' + n % 10);
-    while ((n /= 10) != 0);
     *p++ = kind;
-    while (d < end) *p++ = *d++;
+    p += rl_resp_decimal(p, n);
     *p++ = '\r';
     *p++ = '\n';
     return p;

@@ -19,6 +19,12 @@ typedef struct rl_buf {
  * RESP form. Returns 0, -1 on OOM (the buffer is then unchanged). */
 int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const size_t *lens);
 
+/* v in decimal into buf (room for RL_DECIMAL_MAX bytes), NUL-terminated;
+ * returns the number of digits. By hand, not snprintf: it runs for every
+ * argument of every command and for the numbers of every acquire. */
+#define RL_DECIMAL_MAX 21
+size_t rl_resp_decimal(char *buf, unsigned long long v);
+
 /* Marks n bytes as sent; compacts when everything was sent. */
 void rl_buf_consume(rl_buf *b, size_t n);
 

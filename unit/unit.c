@@ -150,6 +150,19 @@ static void test_resp_format(void) {
     }
 }
 
+/* rl_resp_decimal: every digit count, and the largest value. */
+static void test_resp_decimal(void) {
+    static const struct {
+        unsigned long long v;
+        const char *want;
+    } t[] = {{0, "0"}, {9, "9"}, {10, "10"}, {604800000, "604800000"}, {18446744073709551615ULL, "18446744073709551615"}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char buf[RL_DECIMAL_MAX];
+        size_t n = rl_resp_decimal(buf, t[i].v);
+        expect(n == strlen(t[i].want) && strcmp(buf, t[i].want) == 0, "resp_decimal", "%llu: '%s'", t[i].v, buf);
+    }
+}
+
 static void test_resp_read(void) {
     static const struct {
         const char *bytes;
@@ -388,6 +401,7 @@ static void test_evalsha(void) {
 int main(void) {
     test_url_parse();
     test_resp_format();
+    test_resp_decimal();
     test_resp_read();
     test_vote_classify();
     test_vote_items();
