@@ -184,10 +184,23 @@ static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn 
  * now is the time last_look judged by: a node counts as stalled only when a
  * look made after its deadline found nothing, even if this process was
  * paused between that look and here. */
+/* Whether node's stalled connection is done with at now: broken, drained,
+ * or past its keep time. */
+static int stale_done(const rl_node *node, int64_t now) {
+    const rl_conn *st = node->stale;
+    return st && (st->broken || st->count == 0 || now >= node->stale_until_us);
+}
+
+/* Whether conn owes a reply whose deadline has passed at now. */
+static int overdue(const rl_conn *conn, int64_t now) {
+    const rl_tag *oldest = rl_conn_oldest(conn);
+    return oldest && now >= oldest->deadline_us;
+}
+
 static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
-        if (node->stale && (node->stale->broken || node->stale->count == 0 || now >= node->stale_until_us)) {
+        if (stale_done(node, now)) {
             /* Drained: the node answers again; let the next round reconnect. */
             if (!node->stale->broken && node->stale->count == 0 && node->health == RL_HEALTH_DOWN) node->retry_at_us = now;
             rl_conn_close(node->stale);
@@ -203,8 +216,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             fail_pending(r, i, why, 0);
             continue;
         }
-        const rl_tag *oldest = rl_conn_oldest(conn);
-        if (oldest && now >= oldest->deadline_us) {
+        if (overdue(conn, now)) {
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_client_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
@@ -223,8 +235,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
 static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         rl_conn *conn = c->nodes[i]->conn;
-        const rl_tag *oldest = conn && !conn->broken ? rl_conn_oldest(conn) : NULL;
-        if (!oldest || now < oldest->deadline_us) continue;
+        if (!conn || conn->broken || !overdue(conn, now)) continue;
         struct pollfd p = {.fd = conn->fd, .events = rl_conn_events(conn)};
         if (p.events && poll(&p, 1, 0) > 0) {
             rl_conn_progress(conn, p.revents);
@@ -288,12 +299,7 @@ out:
 static int needs_service(const rl_client *c, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        const rl_conn *st = node->stale; /* one still waiting for its owed replies needs nothing yet */
-        if (st && (st->broken || st->count == 0 || now >= node->stale_until_us)) return 1;
-        const rl_conn *conn = node->conn;
-        if (!conn) continue;
-        const rl_tag *oldest = rl_conn_oldest(conn);
-        if (conn->broken || (oldest && now >= oldest->deadline_us)) return 1;
+        if (stale_done(node, now) || (node->conn && (node->conn->broken || overdue(node->conn, now)))) return 1;
     }
     return 0;
 }
