@@ -8,13 +8,13 @@
 
 #include "rl_scripts.h"
 
-static const char *const scripts[RL_EVALSHA_SCRIPTS] = {
-    RL_SCRIPT_ACQUIRE_HOLDER, RL_SCRIPT_ACQUIRE_FENCED, RL_SCRIPT_RELEASE, RL_SCRIPT_EXTEND,
-    RL_SCRIPT_ACQUIRE_SHARED,
-};
-static const size_t lengths[RL_EVALSHA_SCRIPTS] = {
-    sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, sizeof RL_SCRIPT_RELEASE - 1,
-    sizeof RL_SCRIPT_EXTEND - 1, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1,
+#define SCRIPT(text) {text, sizeof text - 1}
+static const struct {
+    const char *text;
+    size_t len;
+} scripts[RL_EVALSHA_SCRIPTS] = {
+    SCRIPT(RL_SCRIPT_ACQUIRE_HOLDER), SCRIPT(RL_SCRIPT_ACQUIRE_FENCED), SCRIPT(RL_SCRIPT_RELEASE),
+    SCRIPT(RL_SCRIPT_EXTEND), SCRIPT(RL_SCRIPT_ACQUIRE_SHARED),
 };
 
 static char digests[RL_EVALSHA_SCRIPTS][41]; /* "" when not computed */
@@ -25,7 +25,7 @@ static void compute(void) {
     for (int i = 0; i < RL_EVALSHA_SCRIPTS; i++) {
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned int n = 0;
-        if (EVP_Digest(scripts[i], lengths[i], md, &n, EVP_sha1(), NULL) != 1 || n != 20) continue;
+        if (EVP_Digest(scripts[i].text, scripts[i].len, md, &n, EVP_sha1(), NULL) != 1 || n != 20) continue;
         for (unsigned j = 0; j < n; j++) {
             digests[i][2 * j] = hex[md[j] >> 4];
             digests[i][2 * j + 1] = hex[md[j] & 15];
@@ -36,7 +36,7 @@ static void compute(void) {
 
 int rl_evalsha_index(const char *s, size_t len) {
     for (int i = 0; i < RL_EVALSHA_SCRIPTS; i++)
-        if (len == lengths[i] && (s == scripts[i] || memcmp(s, scripts[i], len) == 0)) return i;
+        if (len == scripts[i].len && (s == scripts[i].text || memcmp(s, scripts[i].text, len) == 0)) return i;
     return -1;
 }
 
@@ -46,7 +46,9 @@ const char *rl_evalsha_digest(int i) {
 }
 
 int rl_evalsha_not_run(const char *text, size_t len) {
-    if (!text) return 0;
-    if (len >= 8 && memcmp(text, "NOSCRIPT", 8) == 0) return 1;
-    return len >= 6 && memcmp(text, "NOPERM", 6) == 0 && memmem(text, len, "'evalsha' command", 17) != NULL;
+    if (!text) return RL_EVALSHA_RAN;
+    if (len >= 8 && memcmp(text, "NOSCRIPT", 8) == 0) return RL_EVALSHA_NOSCRIPT;
+    if (len >= 6 && memcmp(text, "NOPERM", 6) == 0 && memmem(text, len, "'evalsha' command", 17) != NULL)
+        return RL_EVALSHA_REFUSED;
+    return RL_EVALSHA_RAN;
 }

@@ -28,11 +28,12 @@ int rl_evalsha_index(const char *s, size_t len);
  * computed (then the script always goes in full). */
 const char *rl_evalsha_digest(int i);
 
-/* 1 when the error text (len bytes) an EVALSHA got says it did not run:
- * NOSCRIPT (the node lacks the script), or NOPERM for the EVALSHA command
- * itself (a user allowed EVAL but not EVALSHA). Then it can be sent again
- * in full. An error raised inside the script is not one of them: the
- * script may have done part of its work. */
+/* What the error text (len bytes) an EVALSHA got says of it. */
+enum {
+    RL_EVALSHA_RAN = 0,     /* an error raised inside the script: it may have done part of its work */
+    RL_EVALSHA_NOSCRIPT,    /* did not run: the node lacks the script */
+    RL_EVALSHA_REFUSED,     /* did not run: NOPERM for the EVALSHA command itself (EVAL allowed) */
+};
 int rl_evalsha_not_run(const char *text, size_t len);
 
 #endif

@@ -88,8 +88,9 @@ static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl
     }
     if (!tag->by_digest) return 0;
     node->scripts_cached &= ~bit;
-    if (!rl_evalsha_not_run(rep->str, rep->len)) return 0; /* the script's own error: a vote like any */
-    if (memcmp(rep->str, "NOPERM", 6) == 0) node->evalsha_refused = 1;
+    int why = rl_evalsha_not_run(rep->str, rep->len);
+    if (why == RL_EVALSHA_RAN) return 0; /* the script's own error: a vote like any */
+    if (why == RL_EVALSHA_REFUSED) node->evalsha_refused = 1;
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING || !node->conn || node->conn->broken) return 0;
     rl_tag again = *tag;
     again.by_digest = 0;

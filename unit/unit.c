@@ -368,12 +368,12 @@ static const struct not_run_case {
     const char *text;
     int not_run;
 } not_run_cases[] = {
-    {"NOSCRIPT No matching script. Please use EVAL.", 1},
-    {"NOPERM this user has no permissions to run the 'evalsha' command", 1},
-    {"NOPERM this user has no permissions to access one of the keys used as arguments", 0},
-    {"ERR user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value", 0},
-    {"NOSCRIP", 0},
-    {"", 0},
+    {"NOSCRIPT No matching script. Please use EVAL.", RL_EVALSHA_NOSCRIPT},
+    {"NOPERM this user has no permissions to run the 'evalsha' command", RL_EVALSHA_REFUSED},
+    {"NOPERM this user has no permissions to access one of the keys used as arguments", RL_EVALSHA_RAN},
+    {"ERR user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value", RL_EVALSHA_RAN},
+    {"NOSCRIP", RL_EVALSHA_RAN},
+    {"", RL_EVALSHA_RAN},
 };
 
 static void test_evalsha(void) {
@@ -381,7 +381,7 @@ static void test_evalsha(void) {
         const struct not_run_case *t = &not_run_cases[i];
         expect(rl_evalsha_not_run(t->text, strlen(t->text)) == t->not_run, "evalsha_not_run", "%s", t->text);
     }
-    expect(rl_evalsha_not_run(NULL, 0) == 0, "evalsha_not_run", "NULL text");
+    expect(rl_evalsha_not_run(NULL, 0) == RL_EVALSHA_RAN, "evalsha_not_run", "NULL text");
     for (int i = 0; i < RL_EVALSHA_SCRIPTS; i++) {
         const char *d = rl_evalsha_digest(i);
         expect(d && strlen(d) == 40 && strspn(d, "0123456789abcdef") == 40, "evalsha_digest", "script %d: %s", i,
