@@ -41,7 +41,7 @@ import time
 
 import checker
 import fence_store
-from checker_worker import read_counter as checker_read, write_counter
+from checker_worker import open_connection, read_counter as checker_read, write_counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
@@ -70,14 +70,7 @@ class Worker:
         self.out = {"name": self.me, "acquisitions": 0, "sets": 0, "completed": {}, "overlaps": 0, "nulls": 0,
                     "errors": 0, "error_samples": [], "release_short": 0, "paused": 0, "abandoned": 0, "late_writes": 0, "loss_seen": 0,
                     "loss_unseen": 0, "zero_validity": 0, "holds": [], "incidents": []}
-        os.environ["REDLOCK_NODES"] = spec["nodes"]
-        con = sqlite3.connect(":memory:", isolation_level=None)
-        con.enable_load_extension(True)
-        con.load_extension(spec["ext"])
-        con.enable_load_extension(False)
-        for k, v in spec.get("config", {}).items():
-            con.execute("SELECT redlock_config(?, ?)", (k, v))
-        self.con = con
+        self.con = open_connection(spec)
 
     def incident(self, text):
         """What a violation found in the worker was, for the checker's report."""

@@ -23,16 +23,12 @@ import sqlite3
 import sys
 import time
 
+from checker_worker import open_connection
+
 
 def main(spec):
     rng = random.Random(os.getpid() ^ int(time.time() * 1e6))
-    os.environ["REDLOCK_NODES"] = spec["nodes"]
-    con = sqlite3.connect(":memory:", isolation_level=None)
-    con.enable_load_extension(True)
-    con.load_extension(spec["ext"])
-    con.enable_load_extension(False)
-    for k, v in spec.get("config", {}).items():
-        con.execute("SELECT redlock_config(?, ?)", (k, v))
+    con = open_connection(spec)
     res, ttl, k = spec["resource"], spec["ttl_ms"], spec["max_holders"]
     d = spec["holders_dir"]
     out = {"name": spec["name"], "acquisitions": 0, "shared": 0, "exclusive": 0, "nulls": 0, "errors": 0,

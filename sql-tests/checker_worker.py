@@ -54,6 +54,20 @@ def write_counter(path, value, me):
     os.replace(tmp, path)        # a whole value or the old one: never torn
 
 
+
+def open_connection(spec):
+    """A connection of a worker: the extension loaded with REDLOCK_NODES
+    from spec["nodes"], then spec["config"] applied with redlock_config.
+    The checker workers (exclusive, acquire_many, shared) all open theirs so."""
+    os.environ["REDLOCK_NODES"] = spec["nodes"]
+    con = sqlite3.connect(":memory:", isolation_level=None)
+    con.enable_load_extension(True)
+    con.load_extension(spec["ext"])
+    con.enable_load_extension(False)
+    for k, v in spec.get("config", {}).items():
+        con.execute("SELECT redlock_config(?, ?)", (k, v))
+    return con
+
 class Worker:
     def __init__(self, spec):
         self.spec = spec
@@ -76,14 +90,7 @@ class Worker:
     def connect(self):
         if self.con is not None:
             self.con.close()
-        os.environ["REDLOCK_NODES"] = self.spec["nodes"]
-        con = sqlite3.connect(":memory:", isolation_level=None)
-        con.enable_load_extension(True)
-        con.load_extension(self.spec["ext"])
-        con.enable_load_extension(False)
-        for k, v in self.spec.get("config", {}).items():
-            con.execute("SELECT redlock_config(?, ?)", (k, v))
-        self.con = con
+        self.con = open_connection(self.spec)
         self.uses = 0
 
     def one(self, sql, *args):
