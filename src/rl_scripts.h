@@ -219,15 +219,17 @@
     "for j = 1, #v do local c = tonumber(v[j] or '0') " \
     "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
     "out[a - n + j] = c + 1 end end end " \
-    "local kv = {} local function mset(k0, cnt, val, px) " \
-    "for a = 1, cnt, 1000 do local b = math.min(a + 999, cnt) local m = 0 " \
-    "for i = a, b do kv[m + 1] = KEYS[k0 + i] kv[m + 2] = val(i) m = m + 2 end redis.call('mset', unpack(kv, 1, m)) end " \
-    "if px then for i = 1, cnt do redis.call('pexpire', KEYS[k0 + i], px) end end end " \
-    "local tok = ARGV[1] mset(0, n, function() return tok end, ARGV[2]) " \
+    "local call, tok, px, kv = redis.call, ARGV[1], ARGV[2], {} " \
+    "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
+    "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end call('mset', unpack(kv, 1, m)) end " \
+    "for i = 1, n do call('pexpire', KEYS[i], px) end " \
     "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
-    "redis.call('hset', dk, 'd', ARGV[6], 'n', n) redis.call('pexpire', dk, ARGV[2]) end " \
-    "if #out > 1 then mset(n, n, function(i) return string.format('%.0f', out[i + 1]) end, " \
-    "tonumber(ARGV[3]) > 0 and ARGV[3] or nil) end " \
+    "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, px) end " \
+    "if #out > 1 then local fmt, fpx = string.format, tonumber(ARGV[3]) > 0 and ARGV[3] " \
+    "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
+    "for i = a, b do kv[m + 1] = KEYS[n + i] kv[m + 2] = fmt('%.0f', out[i + 1]) m = m + 2 end " \
+    "call('mset', unpack(kv, 1, m)) end " \
+    "if fpx then for i = n + 1, 2 * n do call('pexpire', KEYS[i], fpx) end end end " \
     "return out"
 
 /* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
