@@ -144,7 +144,7 @@ def test_shared_holders_listed_3n():
         ta = is_token(value(a, "SELECT redlock_acquire_shared('sl', 10000)"))
         tb = is_token(other.value("SELECT redlock_acquire_shared('sl', 10000)"))
         t1 = int(time.time() * 1000)
-        h.settle(a)
+        h.settle(a, other)
         raw = value(w, "SELECT redlock_holder('sl')")
         for t in (ta, tb):
             check(t not in raw, "no token in %r" % raw)
