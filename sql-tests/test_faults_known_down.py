@@ -215,3 +215,28 @@ def test_hung_node_memory_stays_bounded_3n():
             return
         check(kib[1] - kib[0] < 2048, "resident memory grew by %d KiB over 60000 cycles with a hung node"
               % (kib[1] - kib[0]))
+
+
+def test_only_node_answers_again_after_a_stall_1n():
+    """The only node stalls (SIGSTOP) with an acquire in flight, which fails
+    on its timeout; once it runs again and has answered, the next call
+    reads what the stalled connection owed and uses the node again instead
+    of reporting it down until the stalled connection's keep time (the
+    lock's TTL here) is over. No other node's round reads that connection
+    for it: with one node, the call itself must."""
+    with h.Cluster(1) as c:
+        n = c[0]
+        con = h.connect(c, timeout_ms=150)
+        n.stop()
+        try:
+            e = redlock_error(con, "SELECT redlock_acquire('st1', 20000)")
+            check("no answer within 150 ms" in e, "the stalled call's error: %r" % e)
+        finally:
+            n.cont()
+        h.wait_until(lambda: n.cmd("PING") == "PONG", 5, what="the node to answer again")
+        # the node read the stalled connection's commands before it accepted
+        # the PING's new one: the answers wait there, unread by this client
+        tok = value(con, "SELECT redlock_acquire('st2', 20000)")
+        is_token(tok, "an acquire once the node answers again")
+        eq(n.get("st2"), tok, "st2 on the node")
+        eq(value(con, "SELECT state FROM redlock_nodes"), "up", "the node's state")

@@ -296,11 +296,14 @@ out:
     return now;
 }
 
-/* Whether check_nodes could find something to do at now. */
+/* Whether a look before the round could change what it does: check_nodes
+ * has something to do at now, or a stalled connection may hold answers
+ * that would end the node's wait (read by no one else when every node of
+ * the round is decided without a poll, as with one node). */
 static int needs_service(const rl_client *c, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (stale_done(node, now) || (node->conn && (node->conn->broken || overdue(node->conn, now)))) return 1;
+        if (node->stale || (node->conn && (node->conn->broken || overdue(node->conn, now)))) return 1;
     }
     return 0;
 }
