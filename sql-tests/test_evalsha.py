@@ -107,5 +107,23 @@ def test_user_refused_evalsha_gets_every_command_in_full_1n():
     eq(calls["evalsha"], 0, "EVALSHA calls that ran")
 
 
+def test_server_without_evalsha_gets_every_command_in_full_1n():
+    """A server where EVALSHA is renamed away (rename-command, as some
+    managed services do) answers 'unknown command': the command did not
+    run, so it goes again in full within the same call, and the connection
+    stops trying EVALSHA. Every call works, none fails on alternate cycles."""
+    n = h.RedisNode(extra_args=["--rename-command", "EVALSHA", ""])
+    try:
+        con = h.connect("redis://127.0.0.1:%d?timeout_ms=250" % n.port)
+        for i in range(6):
+            _cycle(con, "nu:%d" % i)
+            eq(h.value(con, "SELECT redlock_release(?)", "nu:%d" % i), 1, "release %d" % i)
+        eq([n.get("nu:%d" % i) for i in range(6)], [None] * 6, "keys after their releases")
+        eq(h.value(con, "SELECT errors FROM redlock_stats"), 0, "errors counted for the node")
+        note("a server without EVALSHA, 6 cycles: %r" % _calls(n))
+    finally:
+        n.terminate()
+
+
 if __name__ == "__main__":
     sys.exit(_run_directly(globals()))

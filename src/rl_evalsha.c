@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rl_scripts.h"
 
@@ -49,6 +50,15 @@ int rl_evalsha_not_run(const char *text, size_t len) {
     if (!text) return RL_EVALSHA_RAN;
     if (len >= 8 && memcmp(text, "NOSCRIPT", 8) == 0) return RL_EVALSHA_NOSCRIPT;
     if (len >= 6 && memcmp(text, "NOPERM", 6) == 0 && memmem(text, len, "'evalsha' command", 17) != NULL)
+        return RL_EVALSHA_REFUSED;
+    /* "ERR unknown command 'EVALSHA', ...": the command name as sent, in
+     * quotes (backquotes before Redis 7). A script calling an unknown
+     * command gets "ERR Unknown Redis command called from script". */
+    static const char unknown[] = "ERR unknown command ";
+    size_t ulen = sizeof unknown - 1;
+    if (len >= ulen + 9 && memcmp(text, unknown, ulen) == 0 && (text[ulen] == '\'' || text[ulen] == '`') &&
+        strncasecmp(text + ulen + 1, "evalsha", 7) == 0 &&
+        (text[ulen + 8] == '\'' || text[ulen + 8] == '`'))
         return RL_EVALSHA_REFUSED;
     return RL_EVALSHA_RAN;
 }

@@ -32,7 +32,8 @@ const char *rl_evalsha_digest(int i);
 enum {
     RL_EVALSHA_RAN = 0,     /* an error raised inside the script: it may have done part of its work */
     RL_EVALSHA_NOSCRIPT,    /* did not run: the node lacks the script */
-    RL_EVALSHA_REFUSED,     /* did not run: NOPERM for the EVALSHA command itself (EVAL allowed) */
+    RL_EVALSHA_REFUSED,     /* did not run: NOPERM for the EVALSHA command itself (EVAL allowed), or
+                             * no such command (renamed away, a server or proxy without it) */
 };
 int rl_evalsha_not_run(const char *text, size_t len);
 

@@ -78,8 +78,7 @@ static int keeps_reason(const rl_client *c, const rl_node *node) {
 /* What an answer to a script that may go by digest says of node i's script
  * cache. Returns 1 when the answer is not the command's: an EVALSHA of this
  * round that did not run, sent again in full, whose vote waits for that. */
-static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep,
-                         int64_t now) {
+static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag *tag, const rl_reply *rep) {
     rl_node *node = c->nodes[i];
     unsigned bit = 1u << (tag->script - 1);
     if (rep->type != REDIS_REPLY_ERROR) {
@@ -92,9 +91,10 @@ static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl
     if (why == RL_EVALSHA_RAN) return 0; /* the script's own error: a vote like any */
     if (why == RL_EVALSHA_REFUSED) node->evalsha_refused = 1;
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING || !node->conn || node->conn->broken) return 0;
+    /* The first send's deadline still holds: a node answering NOSCRIPT
+     * late must not cost the call a second timeout. */
     rl_tag again = *tag;
     again.by_digest = 0;
-    again.deadline_us = now + rl_client_timeout_us(c, node);
     RL_COUNT(node->stats.calls);
     return rl_conn_send(node->conn, &again, r->argc, r->argv, r->lens) == 0;
 }
@@ -109,7 +109,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
     }
-    if (tag->script && digest_answer(c, r, op, i, tag, rep, now)) return;
+    if (tag->script && digest_answer(c, r, op, i, tag, rep)) return;
     if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
         /* A late reply to an earlier operation: it changes no decision, but
          * what the node said is still what users see in last_error. */

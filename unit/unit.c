@@ -372,6 +372,11 @@ static const struct not_run_case {
     {"NOPERM this user has no permissions to run the 'evalsha' command", RL_EVALSHA_REFUSED},
     {"NOPERM this user has no permissions to access one of the keys used as arguments", RL_EVALSHA_RAN},
     {"ERR user_script:1: WRONGTYPE Operation against a key holding the wrong kind of value", RL_EVALSHA_RAN},
+    {"ERR unknown command 'EVALSHA', with args beginning with: 'e4ae' '3' ", RL_EVALSHA_REFUSED},
+    {"ERR unknown command `evalsha`, with args beginning with: ", RL_EVALSHA_REFUSED},
+    {"ERR unknown command 'EVALSHAX', with args beginning with: ", RL_EVALSHA_RAN},
+    {"ERR unknown command 'EVALSH", RL_EVALSHA_RAN},
+    {"ERR Unknown Redis command called from script script: 206396, on @user_script:1.", RL_EVALSHA_RAN},
     {"NOSCRIP", RL_EVALSHA_RAN},
     {"", RL_EVALSHA_RAN},
 };
