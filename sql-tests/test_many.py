@@ -377,6 +377,23 @@ def test_interrupt_ends_wait_3n():
         no_key(c, k, "nothing of the set left", settle_cons=(con,))
     holds(c, "i:b", htok, 60000, "the holder's key untouched")
 
+def test_release_many_for_a_user_without_pubsub_1n():
+    """A user allowed PUBLISH but not PUBSUB (an ACL some services hand
+    out): release_many tells the waiters of every name instead of asking
+    which names have any, and releases the set all the same."""
+    n = h.RedisNode()
+    try:
+        n.cmd("ACL", "SETUSER", "nopubsub", "on", ">Pub-5ub-pw", "~*", "&*", "+@all", "-pubsub")
+        con = h.connect("redis://nopubsub:Pub-5ub-pw@127.0.0.1:%d?timeout_ms=250" % n.port)
+        names = json.dumps(["np:a", "np:b", "np:c"])
+        is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", names), "token of the set")
+        eq(value(con, "SELECT redlock_release_many(?)", names), 3, "names released")
+        eq([n.get(k) for k in ("np:a", "np:b", "np:c")], [None] * 3, "the keys after release_many")
+        eq(n.cmd("KEYS", "*redlock-set:*"), [], "the set's holder details after release_many")
+    finally:
+        n.terminate()
+
+
 
 def test_directonly_and_guard():
     c = h.shared_cluster(1)

@@ -237,8 +237,9 @@
  * that still holds its token, with its holder details (a set's
  * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set)
  * and tells the waiters on <key>:released (rl_wait.h) of the names that
- * have any. Answers a string of n characters, '1' where the key was
- * deleted, '0' where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
+ * have any (of every name, where the user may not run PUBSUB NUMSUB).
+ * Answers a string of n characters, '1' where the key was deleted, '0'
+ * where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
     RL_LUA_SET_GONE \
     "local out, del, tk, gone = {}, {}, {}, {} " \
@@ -250,8 +251,9 @@
     "local hk, ch = {}, {} for i = 1, #del do if single[tk[i]] then hk[#hk + 1] = del[i] .. ':holder' end " \
     "ch[i] = del[i] .. ':released' end " \
     "for a = 1, #del, 1000 do local b = math.min(a + 999, #del) redis.call('del', unpack(del, a, b)) " \
-    "local s = redis.call('pubsub', 'numsub', unpack(ch, a, b)) " \
-    "for j = 2, #s, 2 do if s[j] > 0 then redis.call('publish', s[j - 1], '') end end end " \
+    "local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
+    "if s.err then for j = a, b do redis.call('publish', ch[j], '') end " \
+    "else for j = 2, #s, 2 do if s[j] > 0 then redis.call('publish', s[j - 1], '') end end end end " \
     "for a = 1, #hk, 1000 do redis.call('del', unpack(hk, a, math.min(a + 999, #hk))) end " \
     "for t, k in pairs(gone) do if not single[t] then setgone(ARGV[1], t, k) end end " \
     "return table.concat(out)"
