@@ -245,6 +245,19 @@ static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
     }
 }
 
+/* No memory for the poll set (more than 8 nodes): every connection with
+ * work is closed and its vote fails, so no caller loops on answers that
+ * could never be read. */
+static void drop_all(rl_client *c, rl_round *r) {
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        rl_conn_close(node->stale);
+        node->stale = NULL;
+        if (node->conn && rl_conn_events(node->conn)) rl_node_mark_down(c, node, "out of memory", 0);
+        fail_pending(r, i, "out of memory", 0);
+    }
+}
+
 /* One poll over every connection with work, waiting at most until until_us
  * or the earliest reply deadline; then handles what it found. now is the
  * time of a look just made (0: none), from which the wait is counted: a
@@ -259,7 +272,10 @@ static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, in
         pfd = malloc((size_t)cap * sizeof *pfd);
         who = malloc((size_t)cap * sizeof *who);
         conns = malloc((size_t)cap * sizeof *conns);
-        if (!pfd || !who || !conns) goto out;
+        if (!pfd || !who || !conns) {
+            drop_all(c, r);
+            goto out;
+        }
     }
     int64_t wake = until_us;
     for (int i = 0; i < c->n; i++) {
