@@ -152,6 +152,7 @@ def hostile_db(*ddl):
 
 def holds_key(key, raw_key=None):
     def chk(ctx, result):
+        h.settle(ctx.con)  # the call returned at a quorum: the last node's answer may be on its way
         for n in ctx.c:
             eq(n.cmd("GET", raw_key if raw_key is not None else key), result,
                "value of the lock's key on %s" % n.addr)
@@ -161,6 +162,7 @@ def holds_key(key, raw_key=None):
 
 def key_absent(key):
     def chk(ctx, result):
+        h.settle(ctx.con)
         for n in ctx.c:
             check(not n.cmd("EXISTS", key), "key %r exists on %s after the case" % (key, n.addr))
     return chk
@@ -566,6 +568,7 @@ def _run(case):
         # the connection lives on
         check(h.value(ctx.con, "SELECT redlock_version()"), "%s: the connection no longer answers" % what)
         # the holder's key is untouched, and nothing else is left behind
+        h.settle(ctx.con)
         for n in c:
             eq(n.get(HELD), htok, "%s: the holder's key on %s" % (what, n.addr))
             check(n.pttl(HELD) > 0, "%s: the holder's key lost its expiry on %s" % (what, n.addr))
