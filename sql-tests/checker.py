@@ -46,6 +46,7 @@ Command line, against running nodes::
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -77,6 +78,28 @@ def run_long_enough(attempt, seconds):
     if problems and all(p.startswith("only ") and p.endswith(" acquisitions") for p in problems):
         problems, res = attempt(seconds * 3)
     return problems, res
+
+
+def start_workers(procs, seconds, what, timeout=60.0):
+    """Waits until every worker said "ready" (checker_worker.await_start:
+    its connection is open), then sends all of them one start, a moment
+    from now, and the end of the run: returns (start_at, until). Loading
+    took over 2 s under the sanitizers, past a start fixed beforehand."""
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        r, _, _ = select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = p.stdout.readline() if r else ""
+        if line.strip() != "ready":
+            for q in procs:
+                q.kill()
+            err = p.stderr.read() if p.poll() is not None else "(no answer within %.0f s)" % timeout
+            raise AssertionError("%s did not get ready: %r %s" % (what, line, err.strip()[-2000:]))
+    start_at = time.monotonic() + 0.05
+    until = start_at + seconds
+    for p in procs:
+        p.stdin.write("%.6f %.6f\n" % (start_at, until))
+        p.stdin.flush()
+    return start_at, until
 
 
 def await_workers(procs, threads, faults, stop, start_at, until, wait_ms, what):
@@ -267,8 +290,6 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
     threads = []
     pauses = []
     try:
-        start_at = time.monotonic() + 0.5 + 0.05 * workers    # time to load
-        until = start_at + seconds
         for i in range(workers):
             urls = worker_nodes[i % len(worker_nodes)] if worker_nodes else nodes
             spec = dict(HOLD_MIX)
@@ -276,12 +297,12 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
             spec.update({"name": "w%d" % i, "nodes": ",".join(urls), "ext": EXT,
                          "config": config or {}, "resource": resource, "ttl_ms": ttl_ms,
                          "wait_ms": wait_ms, "counter": counter, "marker": marker,
-                         "fence_db": fence_db, "start_at": start_at, "until": until})
+                         "fence_db": fence_db})
             if worker_extra:
                 spec.update(worker_extra[i % len(worker_extra)])
-            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True))
+            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        start_at, until = start_workers(procs, seconds, "checker worker")
         if behaviour.get("pause_p") or any(e.get("pause_p") for e in worker_extra or ()):
             t = threading.Thread(target=_resume_paused, daemon=True,
                                  args=(procs, ttl_ms / 1000.0 * 1.5, stop, pauses))

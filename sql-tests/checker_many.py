@@ -41,7 +41,7 @@ import time
 
 import checker
 import fence_store
-from checker_worker import open_connection, read_counter as checker_read, write_counter
+from checker_worker import await_start, open_connection, read_counter as checker_read, write_counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
@@ -236,6 +236,7 @@ class Worker:
 
     def run(self):
         spec = self.spec
+        await_start(spec)
         now = time.monotonic()
         if spec["start_at"] > now:
             time.sleep(spec["start_at"] - now)
@@ -341,15 +342,14 @@ def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, fa
     procs, threads, pauses = [], [], []
     stop = threading.Event()
     try:
-        start_at = time.monotonic() + 0.5 + 0.05 * workers
-        until = start_at + seconds
         for i in range(workers):
             spec = {"name": "w%d" % i, "nodes": ",".join(nodes), "ext": checker.EXT, "config": config or {},
-                    "ttl_ms": ttl_ms, "wait_ms": wait_ms, "dir": d, "pool": list(pool), "start_at": start_at,
-                    "until": until}
+                    "ttl_ms": ttl_ms, "wait_ms": wait_ms, "dir": d, "pool": list(pool)}
             spec.update(behaviour)
             procs.append(subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker", json.dumps(spec)],
-                                          cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                          cwd=HERE, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        start_at, until = checker.start_workers(procs, seconds, "checker_many worker")
         if behaviour.get("pause_p"):
             t = threading.Thread(target=checker._resume_paused, daemon=True,
                                  args=(procs, ttl_ms / 1000.0 * 1.5, stop, pauses))

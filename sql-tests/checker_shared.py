@@ -99,16 +99,14 @@ def run(nodes, workers=6, seconds=3.0, max_holders=0, exclusive_p=0.0, resource=
     procs, threads = [], []
     stop = threading.Event()
     try:
-        start_at = time.monotonic() + 0.5 + 0.05 * workers
-        until = start_at + seconds
         for i in range(workers):
             spec = {"name": "w%d" % i, "nodes": ",".join(nodes), "ext": EXT, "config": config or {},
                     "resource": resource, "ttl_ms": ttl_ms, "wait_ms": wait_ms, "max_holders": max_holders,
                     "exclusive_p": exclusive_p, "hold_ms": list(hold_ms), "long_p": long_p,
-                    "think_ms": list(think_ms) if think_ms else None, "holders_dir": holders,
-                    "start_at": start_at, "until": until}
-            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+                    "think_ms": list(think_ms) if think_ms else None, "holders_dir": holders}
+            procs.append(subprocess.Popen([PYTHON, WORKER, json.dumps(spec)], cwd=HERE, stdin=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        start_at, until = checker.start_workers(procs, seconds, "checker worker")
         reports = checker.await_workers(procs, threads, faults, stop, start_at, until, wait_ms, "checker worker")
         return Result(reports, max_holders, seconds)
     finally:

@@ -3,8 +3,9 @@
 
     /usr/bin/python3 checker_shared_worker.py '<json spec>'
 
-Loads the extension, waits until spec "start_at" (time.monotonic(), shared
-by the processes of one machine), then loops until "until": takes the lock
+Loads the extension, says it is ready and is told "start_at" and "until"
+(checker_worker.await_start), waits until start_at (time.monotonic(),
+shared by the processes of one machine), then loops until "until": takes the lock
 shared (redlock_acquire_shared with the spec's max_holders) or, with
 probability exclusive_p, exclusively (redlock_acquire); while holding it,
 puts a file for its hold into the holders directory (its kind and lease
@@ -23,7 +24,7 @@ import sqlite3
 import sys
 import time
 
-from checker_worker import open_connection
+from checker_worker import await_start, open_connection
 
 
 def main(spec):
@@ -33,6 +34,7 @@ def main(spec):
     d = spec["holders_dir"]
     out = {"name": spec["name"], "acquisitions": 0, "shared": 0, "exclusive": 0, "nulls": 0, "errors": 0,
            "error_samples": [], "live_violations": 0, "violation_samples": [], "release_not_1": 0, "holds": []}
+    await_start(spec)
     now = time.monotonic()
     if spec["start_at"] > now:
         time.sleep(spec["start_at"] - now)

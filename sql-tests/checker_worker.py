@@ -3,9 +3,10 @@
 
     /usr/bin/python3 checker_worker.py '<json spec>'
 
-Loads the extension (REDLOCK_NODES from the spec), waits until spec
-"start_at" (time.monotonic(), which is CLOCK_MONOTONIC and so comparable
-between processes on one machine), then loops until "until":
+Loads the extension (REDLOCK_NODES from the spec), says it is ready and
+is told "start_at" and "until" (await_start), waits until start_at
+(time.monotonic(), which is CLOCK_MONOTONIC and so comparable between
+processes on one machine), then loops until "until":
 
     token = redlock_acquire(resource, ttl_ms, wait_ms)       t1: it returned
     left  = redlock_validity(resource), fence = redlock_fence(resource)
@@ -67,6 +68,17 @@ def open_connection(spec):
     for k, v in spec.get("config", {}).items():
         con.execute("SELECT redlock_config(?, ?)", (k, v))
     return con
+
+def await_start(spec):
+    """Says "ready" on stdout (its connection is open) and reads the start
+    line the checker sends once every worker is ready: start_at and until,
+    on time.monotonic(). However long loading took (a sanitizer build, a
+    loaded host), every worker starts together and runs the whole time."""
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    start_at, until = sys.stdin.readline().split()
+    spec["start_at"], spec["until"] = float(start_at), float(until)
+
 
 class Worker:
     def __init__(self, spec):
@@ -315,6 +327,7 @@ class Worker:
 
     def run(self):
         spec = self.spec
+        await_start(spec)
         now = time.monotonic()
         self.out["ready_late_ms"] = round((now - spec["start_at"]) * 1000)   # > 0: loaded after the start
         if spec["start_at"] > now:
