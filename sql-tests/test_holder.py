@@ -177,7 +177,7 @@ def test_shared_holders_listed_3n():
             eq(n.cmd("HLEN", "sl:holders"), 1, "expired and released holders pruned from the hash on %s" % n.addr)
         eq(other.value("SELECT redlock_release('sl')"), 1, "b releases")
         eq(holder(w, "sl"), None, "free")
-        h.settle(w)
+        h.settle(w, other)
         for n in c:
             eq(n.cmd("EXISTS", "sl", "sl:holders"), 0, "lock and details deleted with the last holder on %s" % n.addr)
     finally:
