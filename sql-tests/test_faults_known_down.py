@@ -234,9 +234,17 @@ def test_only_node_answers_again_after_a_stall_1n():
             check("no answer within 150 ms" in e, "the stalled call's error: %r" % e)
         finally:
             n.cont()
-        h.wait_until(lambda: n.cmd("PING") == "PONG", 5, what="the node to answer again")
-        # the node read the stalled connection's commands before it accepted
-        # the PING's new one: the answers wait there, unread by this client
+        def answered():
+            # the stalled connection's commands ran (its last was a script:
+            # the failed attempt's cleanup) and every answer left the node
+            # (nothing in its query or output buffers): they wait, unread,
+            # on this client's socket
+            clients = [dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                       for line in n.cmd("CLIENT", "LIST").splitlines()]
+            ours = [x for x in clients if x.get("cmd") != "client|list"]
+            return any(x.get("cmd") in ("eval", "evalsha") for x in ours) and \
+                all(x.get("qbuf") == "0" and x.get("obl") == "0" and x.get("oll") == "0" for x in ours)
+        h.wait_until(answered, 5, what="the node to answer the stalled connection")
         tok = value(con, "SELECT redlock_acquire('st2', 20000)")
         is_token(tok, "an acquire once the node answers again")
         eq(n.get("st2"), tok, "st2 on the node")
