@@ -20,6 +20,10 @@ from harness import check, eq, holds, is_token, no_key, redlock_error, report, v
 from faultproxy import FaultProxy
 
 TIMEOUT_MS = 50          # the default per-node timeout, set explicitly
+# Its bounds and the client's pauses are about this client and its nodes
+# alone: run.py runs it by itself, after the other modules.
+RUN_ALONE = True
+
 PAUSE_TIMEOUT_MS = 250   # the client-pause test's timeout, below its pause
 PAUSE_S = 0.3            # that test's pause of the client, longer than its timeout
 PAUSES = 20              # how many pauses that test lasts
