@@ -150,9 +150,17 @@ def hostile_db(*ddl):
 # extra checks after a case
 # --------------------------------------------------------------------------
 
+def _settle(con):
+    """h.settle without a table: redlock_ping() waits for every node's PONG,
+    which comes behind whatever the connection still owes. Some cases open
+    a database whose schema this connection cannot read, so redlock_nodes
+    (which h.settle reads) is out of reach there."""
+    con.execute("SELECT redlock_ping()").fetchall()
+
+
 def holds_key(key, raw_key=None):
     def chk(ctx, result):
-        h.settle(ctx.con)  # the call returned at a quorum: the last node's answer may be on its way
+        _settle(ctx.con)  # the call returned at a quorum: the last node's answer may be on its way
         for n in ctx.c:
             eq(n.cmd("GET", raw_key if raw_key is not None else key), result,
                "value of the lock's key on %s" % n.addr)
@@ -162,7 +170,7 @@ def holds_key(key, raw_key=None):
 
 def key_absent(key):
     def chk(ctx, result):
-        h.settle(ctx.con)
+        _settle(ctx.con)
         for n in ctx.c:
             check(not n.cmd("EXISTS", key), "key %r exists on %s after the case" % (key, n.addr))
     return chk
@@ -568,7 +576,7 @@ def _run(case):
         # the connection lives on
         check(h.value(ctx.con, "SELECT redlock_version()"), "%s: the connection no longer answers" % what)
         # the holder's key is untouched, and nothing else is left behind
-        h.settle(ctx.con)
+        _settle(ctx.con)
         for n in c:
             eq(n.get(HELD), htok, "%s: the holder's key on %s" % (what, n.addr))
             check(n.pttl(HELD) > 0, "%s: the holder's key lost its expiry on %s" % (what, n.addr))
