@@ -246,3 +246,12 @@ const char *rl_conn_stall_hint(const rl_conn *c) {
 }
 
 const rl_tag *rl_conn_oldest(const rl_conn *c) { return c->count ? &c->tags[c->head] : NULL; }
+
+int rl_conn_unsent(const rl_conn *c) { return !c->broken && (c->connecting || c->handshaking || c->out.off < c->out.len); }
+
+void rl_conn_defer_deadlines(rl_conn *c, int64_t until) {
+    for (size_t i = 0; i < c->count; i++) {
+        rl_tag *t = &c->tags[(c->head + i) % c->cap];
+        if (t->deadline_us < until) t->deadline_us = until;
+    }
+}

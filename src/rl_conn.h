@@ -85,4 +85,11 @@ const char *rl_conn_stall_hint(const rl_conn *c);
 /* The tag of the oldest unanswered command, or NULL. */
 const rl_tag *rl_conn_oldest(const rl_conn *c);
 
+/* Whether commands are queued that have not been written yet (the
+ * connection is still being set up, or the socket took only part). */
+int rl_conn_unsent(const rl_conn *c);
+
+/* Moves every unanswered command's deadline to at least until. */
+void rl_conn_defer_deadlines(rl_conn *c, int64_t until);
+
 #endif

@@ -171,6 +171,31 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     r->blocked += blocked;
 }
 
+/* Whether conn owes a reply whose deadline has passed at now. */
+static int overdue(const rl_conn *conn, int64_t now) {
+    const rl_tag *oldest = rl_conn_oldest(conn);
+    return oldest && now >= oldest->deadline_us;
+}
+
+/* Progress on conn (node i's current connection or its stalled one) after
+ * a poll. Commands still waiting to be written (the connection was being
+ * set up) may leave only now, and the clock is read again to judge them:
+ * this process may have been paused after the poll, even between two
+ * connections of one pump. When their deadline has passed by the time
+ * they leave, this process was not running when it came (paused,
+ * descheduled: such a pause timed out three nodes of a healthy five, whose
+ * answers came 0.1 to 0.5 ms after the look that judged them), so the
+ * node gets its timeout from then. A node whose connection never
+ * completes is still judged at its deadline. */
+static void progress(rl_client *c, int i, rl_conn *conn, short revents) {
+    rl_node *node = c->nodes[i];
+    int unsent = conn == node->conn && rl_conn_unsent(conn);
+    rl_conn_progress(conn, revents);
+    if (!unsent || rl_conn_unsent(conn)) return;
+    int64_t sent = rl_now_us();
+    if (overdue(conn, sent)) rl_conn_defer_deadlines(conn, sent + rl_client_timeout_us(c, node));
+}
+
 /* Reads every complete reply on conn (node i), seen at now. */
 static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn *conn, int64_t now) {
     rl_tag tag;
@@ -181,10 +206,6 @@ static void read_replies(rl_client *c, rl_round *r, uint64_t op, int i, rl_conn 
     }
 }
 
-/* After I/O: broken connections, stalled nodes, drained stale connections.
- * now is the time last_look judged by: a node counts as stalled only when a
- * look made after its deadline found nothing, even if this process was
- * paused between that look and here. */
 /* Whether node's stalled connection is done with at now: broken, drained,
  * or past its keep time. */
 static int stale_done(const rl_node *node, int64_t now) {
@@ -192,12 +213,10 @@ static int stale_done(const rl_node *node, int64_t now) {
     return st && (st->broken || st->count == 0 || now >= node->stale_until_us);
 }
 
-/* Whether conn owes a reply whose deadline has passed at now. */
-static int overdue(const rl_conn *conn, int64_t now) {
-    const rl_tag *oldest = rl_conn_oldest(conn);
-    return oldest && now >= oldest->deadline_us;
-}
-
+/* After I/O: broken connections, stalled nodes, drained stale connections.
+ * now is the time last_look judged by: a node counts as stalled only when a
+ * look made after its deadline found nothing, even if this process was
+ * paused between that look and here. */
 static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
@@ -239,7 +258,7 @@ static void last_look(rl_client *c, rl_round *r, uint64_t op, int64_t now) {
         if (!conn || conn->broken || !overdue(conn, now)) continue;
         struct pollfd p = {.fd = conn->fd, .events = rl_conn_events(conn)};
         if (p.events && poll(&p, 1, 0) > 0) {
-            rl_conn_progress(conn, p.revents);
+            progress(c, i, conn, p.revents);
             read_replies(c, r, op, i, conn, now);
         }
     }
@@ -298,7 +317,7 @@ static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, in
     now = rl_now_us(); /* before the replies are handled: their latency, and no stall judged late */
     for (int j = 0; ready > 0 && j < k; j++) {
         if (!pfd[j].revents) continue;
-        rl_conn_progress(conns[j], pfd[j].revents);
+        progress(c, who[j], conns[j], pfd[j].revents);
         read_replies(c, r, op, who[j], conns[j], now);
     }
     last_look(c, r, op, now);
