@@ -321,7 +321,11 @@ def test_autoextend_process_paused_past_ttl():
     eq(lines[2:], ["spun|1", "spun|1", "lost|0|1|1", "0|0"],
        "the frozen holder after it runs again (state|validity|auto|reason; validity|release)")
     check(f_theirs > int(f_mine), "fences: new holder %r, frozen holder %s" % (f_theirs, f_mine))
-    holds(c, "gc", theirs, 20000, "the new holder's lock after the frozen one ran again")
+    # a majority: on a node where the frozen holder's key outlived the
+    # others (its last extension came later there), the new SET NX was
+    # refused, and that key has expired since
+    holds(c, "gc", theirs, 20000, "the new holder's lock after the frozen one ran again", at_least=2)
+    eq([n.get("gc") == mine for n in c], [False] * 3, "nodes still holding the frozen holder's token")
     note("holder frozen past its TTL: fence %s, lost after it woke; new holder fence %d kept"
          % (f_mine, f_theirs))
 
