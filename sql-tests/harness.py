@@ -843,6 +843,12 @@ def settle(*cons):
             con.execute("SELECT count(*) FROM redlock_nodes").fetchall()
 
 
+# settle() from inside a sqlite3 shell script, before lines that read every
+# node (probe): reading redlock_nodes waits for the replies the shell's
+# connection still owes; its output is dropped.
+SHELL_SETTLE = ".output /dev/null\nSELECT count(*) FROM redlock_nodes;\n.output\n"
+
+
 def _live(nodes):
     return [n for n in nodes if n.alive and not n.stopped]
 

@@ -23,11 +23,6 @@ from harness import (lock_row, note, probe, probed, run_directly as _run_directl
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 
-# h.settle() from inside a shell script, before a probe reads every node: a
-# call returns at a quorum, and reading redlock_nodes waits for the replies
-# it still owes (no output)
-SETTLE = ".output /dev/null\nSELECT count(*) FROM redlock_nodes;\n.output\n"
-
 
 def _counters(nodes, key):
     """The fence counter on every node (None: no counter; '-' dead node)."""
@@ -128,7 +123,7 @@ def test_fence_shell_processes():
         out = sh("SELECT redlock_config('fencing'), redlock_config('fence_ttl_ms');\n"
                  "SELECT redlock_fence('fs');\n"
                  "SELECT redlock_acquire('fs', 20000) IS NOT NULL, redlock_fence('fs');\n"
-                 + SETTLE + probe(c, f, "GET", "fs:fence") +
+                 + h.SHELL_SETTLE + probe(c, f, "GET", "fs:fence") +
                  "SELECT redlock_acquire('fs', 20000) IS NOT NULL, redlock_fence('fs');\n"
                  "SELECT redlock_release('fs'), redlock_fence('fs');\n"
                  "SELECT redlock_release('fs'), redlock_fence('fs');\n", c, "fence in one shell")
@@ -196,11 +191,11 @@ def test_fence_counter_expiry_shell():
         f1, f2 = os.path.join(d, "p1"), os.path.join(d, "p2")
         out = sh("SELECT redlock_config('fence_ttl_ms', 100000);\n"
                  "SELECT redlock_lock('se', 5000) IS NOT NULL, redlock_fence('se');\n"
-                 + SETTLE + probe(c, f1, "PTTL", "se:fence") +
+                 + h.SHELL_SETTLE + probe(c, f1, "PTTL", "se:fence") +
                  "SELECT redlock_config('fence_ttl_ms', 0);\n"
                  "SELECT redlock_lock('sz', 5000) IS NOT NULL, redlock_fence('sz');\n"
                  "SELECT redlock_release_all();\n"
-                 + SETTLE + probe(c, f2, "PTTL", "sz:fence"), c, "counter expiry in the shell")
+                 + h.SHELL_SETTLE + probe(c, f2, "PTTL", "sz:fence"), c, "counter expiry in the shell")
         eq(out, ["100000", "1|1", "0", "1|1", "2"], "shell output")
         check(all(90000 < int(p) <= 100000 for p in probed(f1)), "se:fence PTTL %r" % probed(f1))
         eq(probed(f2), ["-1"] * 3, "sz:fence PTTL")

@@ -25,10 +25,6 @@ from harness import (lock_row, lock_rows, note, probe, probed, redis_writes, run
 COLUMNS = ["resource", "token", "ttl_ms", "validity_ms", "holds", "fence", "nodes",
            "extensions", "auto_extend", "state", "lost_reason", "kind", "max_holders"]
 
-# h.settle() from inside a shell script, before a probe reads every node: a
-# call returns at a quorum, and reading redlock_nodes waits for the replies
-# it still owes (no output)
-SETTLE = ".output /dev/null\nSELECT count(*) FROM redlock_nodes;\n.output\n"
 
 
 
@@ -124,9 +120,9 @@ def _reentrancy_shell(n):
                  "SELECT redlock_release('re');\n"
                  "SELECT redlock_release('re');\n"
                  "SELECT holds FROM redlock_locks WHERE resource = 're';\n"
-                 + SETTLE + probe(c, f[0], "EXISTS", "re") +
+                 + h.SHELL_SETTLE + probe(c, f[0], "EXISTS", "re") +
                  "SELECT redlock_release('re');\n"
-                 + SETTLE + probe(c, f[1], "EXISTS", "re") +
+                 + h.SHELL_SETTLE + probe(c, f[1], "EXISTS", "re") +
                  "SELECT count(*) FROM redlock_locks;\n"
                  "SELECT redlock_release('re');\n"
                  # explicit token: deletes whatever the count
@@ -135,7 +131,7 @@ def _reentrancy_shell(n):
                  "SELECT holds FROM redlock_locks;\n"
                  "SELECT redlock_release('re', token) FROM redlock_locks;\n"
                  % secrets.token_hex(16)
-                 + SETTLE + probe(c, f[2], "EXISTS", "re") +
+                 + h.SHELL_SETTLE + probe(c, f[2], "EXISTS", "re") +
                  "SELECT count(*) FROM redlock_locks;\n"
                  "SELECT redlock_release('re');\n", c, "reentrancy in the shell")
         eq(out, ["1", "1", "3", "1", "1", "1", "1", "0", "NULL",
@@ -348,9 +344,9 @@ def test_release_all_shell():
         out = sh("SELECT redlock_acquire('a', 20000) IS NOT NULL;\n"
                  "SELECT redlock_acquire('b', 20000) IS NOT NULL, redlock_acquire('b', 20000) IS NOT NULL;\n"
                  "SELECT redlock_acquire('c', 20000) IS NOT NULL;\n"
-                 + SETTLE + probe(c, f1, "EXISTS", "a", "b", "c") +
+                 + h.SHELL_SETTLE + probe(c, f1, "EXISTS", "a", "b", "c") +
                  "SELECT redlock_release_all();\n"
-                 + SETTLE + probe(c, f2, "EXISTS", "a", "b", "c") +
+                 + h.SHELL_SETTLE + probe(c, f2, "EXISTS", "a", "b", "c") +
                  "SELECT count(*) FROM redlock_locks;\n"
                  "SELECT redlock_release_all();\n", c, "release_all in the shell")
         eq(out, ["1", "1|1", "1", "3", "0", "0"], "shell output")
@@ -381,7 +377,7 @@ def _close_shell(n):
             f = os.path.join(d, "p%d" % i)
             out = sh("SELECT redlock_acquire('a', 30000) IS NOT NULL;\n"
                      "SELECT redlock_acquire('b', 30000) IS NOT NULL, redlock_acquire('b', 30000) IS NOT NULL;\n"
-                     + SETTLE + probe(c, f, "EXISTS", "a", "b") + ending, c,
+                     + h.SHELL_SETTLE + probe(c, f, "EXISTS", "a", "b") + ending, c,
                      "shell holding two locks, ending with %r" % (ending or "end of input"))
             eq(out, ["1", "1|1"], "shell output")
             eq(probed(f), ["2"] * n, "EXISTS a b on every node before the shell ends")
@@ -398,7 +394,7 @@ def test_close_shell_dot_open():
     with tempfile.TemporaryDirectory() as d:
         f1, f2 = os.path.join(d, "p1"), os.path.join(d, "p2")
         out = sh("SELECT redlock_acquire('op', 30000) IS NOT NULL;\n"
-                 + SETTLE + probe(c, f1, "EXISTS", "op") +
+                 + h.SHELL_SETTLE + probe(c, f1, "EXISTS", "op") +
                  ".open %s\n" % os.path.join(d, "other.db")
                  + probe(c, f2, "EXISTS", "op") +
                  "SELECT 'still running';\n", c, ".open in the shell")
