@@ -213,23 +213,22 @@
     "for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
     "if redis.call('exists', unpack(KEYS, a, b)) > 0 then " \
     "for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end end " \
-    "local out = {1} " \
+    "local out, fs = {1}, {} " \
     "if #KEYS > n then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
     "for j = 1, #v do local c = tonumber(v[j] or '0') " \
     "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
-    "out[a - n + j] = c + 1 end end end " \
-    "local call, tok, px, kv = redis.call, ARGV[1], ARGV[2], {} " \
+    "out[a - n + j] = c + 1 fs[a - n + j - 1] = string.format('%.0f', c + 1) end end end " \
+    "local call, tok, kv = redis.call, ARGV[1], {} " \
+    "local function set(k0, one, each, px) " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
-    "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end call('mset', unpack(kv, 1, m)) end " \
-    "for i = 1, n do call('pexpire', KEYS[i], px) end " \
-    "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
-    "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, px) end " \
-    "if #out > 1 then local fmt, fpx = string.format, tonumber(ARGV[3]) > 0 and ARGV[3] " \
-    "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
-    "for i = a, b do kv[m + 1] = KEYS[n + i] kv[m + 2] = fmt('%.0f', out[i + 1]) m = m + 2 end " \
+    "for i = a, b do kv[m + 1] = KEYS[k0 + i] kv[m + 2] = each and each[i] or one m = m + 2 end " \
     "call('mset', unpack(kv, 1, m)) end " \
-    "if fpx then for i = n + 1, 2 * n do call('pexpire', KEYS[i], fpx) end end end " \
+    "if px then for i = k0 + 1, k0 + n do call('pexpire', KEYS[i], px) end end end " \
+    "set(0, tok, nil, ARGV[2]) " \
+    "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
+    "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
+    "if #out > 1 then set(n, nil, fs, tonumber(ARGV[3]) > 0 and ARGV[3]) end " \
     "return out"
 
 /* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
