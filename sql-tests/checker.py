@@ -190,8 +190,6 @@ class Result:
             setattr(self, key, total(key))
         self.pauses = pauses
         self.error_samples = [e for r in reports for e in r["error_samples"]][:6]
-        # > 0: some worker was still loading when the run started
-        self.ready_late_ms = max(r.get("ready_late_ms", 0) for r in reports)
         self.finished_late_ms = max(r.get("finished_late_ms", 0) for r in reports)
         self.holds = [h for r in reports for h in r["holds"]]
         self.lost_updates = self.completed - counter
@@ -212,14 +210,14 @@ class Result:
                 "stale_accepted=%d loss_unseen=%d) fences_checked=%d stale_rejected=%d "
                 "paused=%d loss_seen=%d extends=%d extensions=%d reentries=%d node_changes=%d/%d refused "
                 "nulls=%d errors=%d abandoned=%d late_writes=%d release_not_1=%d "
-                "zero_validity=%d ready_late_ms=%d finished_late_ms=%d"
+                "zero_validity=%d finished_late_ms=%d"
                 % (label, self.workers, self.seconds, self.acquisitions, self.violations,
                    self.interval_overlaps, self.lost_updates, self.overlaps, self.fence_disorder,
                    self.stale_accepted, self.loss_unseen, self.fences_checked,
                    self.stale_rejected, self.paused, self.loss_seen, self.extends, self.extensions,
                    self.reentries, self.node_changes, self.node_changes_refused, self.nulls,
                    self.errors, self.abandoned, self.late_writes, self.release_not_1,
-                   self.zero_validity, self.ready_late_ms, self.finished_late_ms)
+                   self.zero_validity, self.finished_late_ms)
                 + (" overlaps_by_yes_votes_of_the_earlier_holder=%s" % self.overlaps_by_yes()
                    if self.overlap_yes else ""))
 

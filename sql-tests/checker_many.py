@@ -237,9 +237,6 @@ class Worker:
     def run(self):
         spec = self.spec
         await_start(spec)
-        now = time.monotonic()
-        if spec["start_at"] > now:
-            time.sleep(spec["start_at"] - now)
         while time.monotonic() < spec["until"]:
             names = self.rng.sample(spec["pool"], self.rng.randint(2, 3))
             try:

@@ -3,8 +3,8 @@
 
     /usr/bin/python3 checker_shared_worker.py '<json spec>'
 
-Loads the extension, says it is ready and is told "start_at" and "until"
-(checker_worker.await_start), waits until start_at (time.monotonic(),
+Loads the extension, says it is ready and waits for the common start
+(checker_worker.await_start: "start_at" and "until" on time.monotonic(),
 shared by the processes of one machine), then loops until "until": takes the lock
 shared (redlock_acquire_shared with the spec's max_holders) or, with
 probability exclusive_p, exclusively (redlock_acquire); while holding it,
@@ -35,9 +35,6 @@ def main(spec):
     out = {"name": spec["name"], "acquisitions": 0, "shared": 0, "exclusive": 0, "nulls": 0, "errors": 0,
            "error_samples": [], "live_violations": 0, "violation_samples": [], "release_not_1": 0, "holds": []}
     await_start(spec)
-    now = time.monotonic()
-    if spec["start_at"] > now:
-        time.sleep(spec["start_at"] - now)
     n = 0
     while time.monotonic() < spec["until"]:
         excl = rng.random() < spec.get("exclusive_p", 0)

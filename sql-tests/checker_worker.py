@@ -4,8 +4,8 @@
     /usr/bin/python3 checker_worker.py '<json spec>'
 
 Loads the extension (REDLOCK_NODES from the spec), says it is ready and
-is told "start_at" and "until" (await_start), waits until start_at
-(time.monotonic(), which is CLOCK_MONOTONIC and so comparable between
+waits for the common start (await_start: "start_at" and "until" on
+time.monotonic(), which is CLOCK_MONOTONIC and so comparable between
 processes on one machine), then loops until "until":
 
     token = redlock_acquire(resource, ttl_ms, wait_ms)       t1: it returned
@@ -55,7 +55,6 @@ def write_counter(path, value, me):
     os.replace(tmp, path)        # a whole value or the old one: never torn
 
 
-
 def open_connection(spec):
     """A connection of a worker: the extension loaded with REDLOCK_NODES
     from spec["nodes"], then spec["config"] applied with redlock_config.
@@ -69,15 +68,20 @@ def open_connection(spec):
         con.execute("SELECT redlock_config(?, ?)", (k, v))
     return con
 
+
 def await_start(spec):
-    """Says "ready" on stdout (its connection is open) and reads the start
-    line the checker sends once every worker is ready: start_at and until,
-    on time.monotonic(). However long loading took (a sanitizer build, a
-    loaded host), every worker starts together and runs the whole time."""
+    """Says "ready" on stdout (its connection is open), reads the start line
+    the checker sends once every worker is ready (start_at and until, on
+    time.monotonic(), into spec) and returns at start_at. However long
+    loading took (a sanitizer build, a loaded host), every worker starts
+    together and runs the whole time."""
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     start_at, until = sys.stdin.readline().split()
     spec["start_at"], spec["until"] = float(start_at), float(until)
+    now = time.monotonic()
+    if spec["start_at"] > now:
+        time.sleep(spec["start_at"] - now)
 
 
 class Worker:
@@ -328,10 +332,6 @@ class Worker:
     def run(self):
         spec = self.spec
         await_start(spec)
-        now = time.monotonic()
-        self.out["ready_late_ms"] = round((now - spec["start_at"]) * 1000)   # > 0: loaded after the start
-        if spec["start_at"] > now:
-            time.sleep(spec["start_at"] - now)
         while time.monotonic() < spec["until"]:
             if spec.get("fresh_conn_every") and self.uses >= spec["fresh_conn_every"]:
                 self.connect()
