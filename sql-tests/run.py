@@ -378,9 +378,8 @@ def main(argv):
     jobs = max(1, min(jobs, len(modules)))
     ranges = _port_ranges(jobs)
     # Modules that say RUN_ALONE = True (their tests bound how long faults
-    # may take, or tell a client's pauses from a node's) run after the
-    # others, one at a time: beside another module, the nodes themselves
-    # were kept off the CPU for over 100 ms.
+    # may take) run after the others, one at a time, so that another
+    # module's load does not count against those bounds.
     alone = [(i, p) for i, p in enumerate(modules) if _runs_alone(p)]
     todo = [(i, p) for i, p in enumerate(modules) if (i, p) not in alone]
     sinks = [res.sink() for _ in modules]

@@ -20,8 +20,8 @@ from harness import check, eq, holds, is_token, no_key, redlock_error, report, v
 from faultproxy import FaultProxy
 
 TIMEOUT_MS = 50          # the default per-node timeout, set explicitly
-# Its bounds and the client's pauses are about this client and its nodes
-# alone: run.py runs it by itself, after the other modules.
+# Its time bounds are about this client and its nodes alone: run.py runs it
+# by itself, after the other modules.
 RUN_ALONE = True
 
 PAUSE_TIMEOUT_MS = 250   # the client-pause test's timeout, below its pause
@@ -243,11 +243,10 @@ def test_client_pauses_are_not_node_timeouts_5n():
     PAUSE_S, longer than timeout_ms: a GC pause, a loaded host) while it
     takes and gives back a lock on 5 healthy nodes. Replies that arrived
     while it was paused must be read, not taken for timeouts: no call may
-    fail. timeout_ms is 250 here, not the default 50: with test modules
-    running side by side on a loaded CI host, the nodes themselves were
-    seen kept off the CPU for over 100 ms, and this test is about the
-    client's pauses, not slow nodes. Every other call is made on new
-    connections. A pause lands in a window that matters only now and then,
+    fail. timeout_ms is 250 here, not the default 50, so that a node slowed
+    by a loaded host is not what fails a call: this test is about the
+    client's pauses. Every other call is made on new connections, whose
+    commands leave only once they are set up. A pause lands in a window that matters only now and then,
     so the test lasts PAUSES pauses."""
     import random
     import signal
