@@ -222,8 +222,11 @@ def test_holder_expires_on_node_clock_3n():
                  timeout=10, what="the expired holder makes room")
     tb = value(b, "SELECT token FROM redlock_locks")
     h.settle(b)
-    for node in c:
-        eq(members(node, "clk"), [tb], "the expired holder was pruned on %s" % node.addr)
+    # b holds a quorum (2 of 3 for k = 1); on a node whose clock kept a's
+    # holder a moment longer, b's attempt found it full and was refused
+    lists = [members(node, "clk") for node in c]
+    check(sum(m == [tb] for m in lists) >= 2, "the new holder alone on a quorum of the nodes: %r" % lists)
+    check(all(ta not in m for m in lists), "the expired holder was pruned on every node: %r" % lists)
     eq(value(a, "SELECT redlock_release('clk')"), 0, "the expired holder's release says lost")
     eq(value(a, "SELECT redlock_extend('clk', 1000, ?)", ta), None, "an expired holder is never brought back")
 
