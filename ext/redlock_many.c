@@ -1,7 +1,7 @@
 /* redlock_many: the SQL functions redlock_acquire_many and
  * redlock_release_many. The names come as a JSON array of strings (as
- * json_group_array builds it), read with SQLite's own JSON functions on the
- * calling connection; each function checks its arguments, calls the
+ * json_group_array builds it), read directly when it is a plain one and
+ * otherwise with SQLite's own JSON functions on the calling connection; each function checks its arguments, calls the
  * session, and turns the outcome into a value, a NULL, or an error that
  * starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
@@ -17,37 +17,95 @@ SQLITE_EXTENSION_INIT3
 
 #define EXAMPLE "e.g. json_array('a', 'b') or (SELECT json_group_array(name) FROM t)"
 
-/* The names read from resources_json: copies, freed by names_free. */
+/* The names read from resources_json, freed by names_free: each its own
+ * copy, or (read by read_plain_names) pointers into one copy of the text. */
 typedef struct names {
     int n, cap;
     char **s;
     size_t *len;
+    char *text; /* the copy the names point into; NULL: each s[i] is its own */
 } names;
 
 static void names_free(names *nm) {
-    for (int i = 0; i < nm->n; i++) free(nm->s[i]);
+    if (!nm->text)
+        for (int i = 0; i < nm->n; i++) free(nm->s[i]);
+    free(nm->text);
     free(nm->s);
     free(nm->len);
     memset(nm, 0, sizeof *nm);
 }
 
+static int names_grow(names *nm) {
+    int cap = nm->cap ? nm->cap * 2 : 16;
+    char **ns = realloc(nm->s, (size_t)cap * sizeof *ns);
+    if (!ns) return -1;
+    nm->s = ns;
+    size_t *nl = realloc(nm->len, (size_t)cap * sizeof *nl);
+    if (!nl) return -1;
+    nm->len = nl;
+    nm->cap = cap;
+    return 0;
+}
+
 static int names_add(names *nm, const char *s, size_t len) {
-    if (nm->n == nm->cap) {
-        int cap = nm->cap ? nm->cap * 2 : 16;
-        char **ns = realloc(nm->s, (size_t)cap * sizeof *ns);
-        if (!ns) return -1;
-        nm->s = ns;
-        size_t *nl = realloc(nm->len, (size_t)cap * sizeof *nl);
-        if (!nl) return -1;
-        nm->len = nl;
-        nm->cap = cap;
-    }
+    if (nm->n == nm->cap && names_grow(nm) != 0) return -1;
     char *copy = malloc(len + 1);
     if (!copy) return -1;
     memcpy(copy, s, len);
     copy[len] = '\0';
     nm->s[nm->n] = copy;
     nm->len[nm->n++] = len;
+    return 0;
+}
+
+/* JSON's whitespace, as SQLite's JSON parser takes it. */
+static int json_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The common case read without SQL: text (bytes long, no NUL byte) is a
+ * JSON array of 1 to RL_MANY_MAX non-empty strings none of which holds an
+ * escape or a control character, so each name is the bytes between its
+ * quotes, as SQLite's JSON functions would give them. 1: read into *nm; 0:
+ * text is anything else (*nm left empty: read_names then asks SQLite,
+ * which says what is wrong); -1: out of memory. json_each costs a
+ * statement step and a copy per name, most of what the call costs the
+ * client for a large set. */
+static int read_plain_names(const char *text, size_t bytes, names *nm) {
+    char *t = malloc(bytes + 1);
+    if (!t) return -1;
+    memcpy(t, text, bytes + 1);
+    nm->text = t;
+    size_t i = 0;
+    while (i < bytes && json_space(t[i])) i++;
+    if (i == bytes || t[i++] != '[') goto other;
+    for (;;) {
+        while (i < bytes && json_space(t[i])) i++;
+        if (i == bytes || t[i++] != '"') goto other;
+        size_t start = i;
+        while (i < bytes && t[i] != '"' && t[i] != '\\' && (unsigned char)t[i] >= 0x20) i++;
+        if (i == bytes || t[i] != '"' || i == start || nm->n == RL_MANY_MAX) goto other;
+        if (nm->n == nm->cap && names_grow(nm) != 0) {
+            names_free(nm);
+            return -1;
+        }
+        t[i] = '\0'; /* the closing quote: the name ends there */
+        nm->s[nm->n] = t + start;
+        nm->len[nm->n++] = i - start;
+        i++;
+        while (i < bytes && json_space(t[i])) i++;
+        if (i == bytes) goto other;
+        if (t[i] == ',') {
+            i++;
+            continue;
+        }
+        if (t[i++] != ']') goto other;
+        while (i < bytes && json_space(t[i])) i++;
+        if (i != bytes) goto other;
+        return 1;
+    }
+other:
+    names_free(nm);
     return 0;
 }
 
@@ -104,6 +162,11 @@ static int read_names(sqlite3_context *ctx, sqlite3_value *v, names *nm) {
         redlock_result_error(ctx, "resources_json contains a NUL byte; pass a JSON array of names as text without one, "
                                   EXAMPLE);
         return -1;
+    }
+    int plain = read_plain_names(text, bytes, nm);
+    if (plain != 0) {
+        if (plain < 0) sqlite3_result_error_nomem(ctx);
+        return plain > 0 ? 0 : -1;
     }
     if (has_nul_escape(text, bytes)) {
         redlock_result_error(ctx, "resources_json contains \\u0000 (a NUL character); names must not contain one");

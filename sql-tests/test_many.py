@@ -305,6 +305,42 @@ def test_limits_3n():
     eq(sum(nd.dbsize() for nd in c), 3000, "nothing set by the refused calls (only the counters are left)")
 
 
+def test_names_read_alike_plain_or_escaped_1n():
+    """A plain array of names is read without SQL, any other JSON by
+    SQLite's functions: both must give the same names and the same errors."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    names = ["caf\u00e9", 'q"uote', "back\\slash", "tab\tin", "\U0001F600", "plain"]
+    escaped = json.dumps(names, ensure_ascii=True)
+    check("\\u00e9" in escaped and "\\\\" in escaped, "the set is given with escapes: %s" % escaped)
+    tok = is_token(value(con, AM, escaped, 10000), "acquire_many with escapes")
+    eq(sorted(r["resource"] for r in lock_rows(con)), sorted(names), "names decoded by SQLite's JSON")
+    for k in names:
+        eq(c[0].get(k), tok, "key %r holds the token" % k)
+    # the same names written plainly (raw UTF-8, no escape) are the same locks
+    eq(value(con, RM, '["caf\u00e9" ,\n\t"plain"\r]'), 2, "release_many of a plain array finds them")
+    eq(value(con, RM, escaped), 4, "the rest by the escaped array")
+    eq(lock_rows(con), [], "none left")
+    spaced = ' \n[ "s:1" ,\t"s:2",\r\n"s:3" ] \t'
+    tok = is_token(value(con, AM, spaced, 10000), "whitespace around every token")
+    eq([r["resource"] for r in lock_rows(con)], ["s:1", "s:2", "s:3"], "names of a spaced array")
+    eq(value(con, RMT, spaced, tok), 3, "released by token")
+    bad = [('["a"] x', "resources_json is not valid JSON"),
+           ('["a",]', "resources_json is not valid JSON"),
+           ('["a" "b"]', "resources_json is not valid JSON"),
+           ('["a\tb"]', "resources_json is not valid JSON"),  # a raw control character in a string
+           ('["a"', "resources_json is not valid JSON"),
+           ('[["a"]]', "element 1 of resources_json is a JSON array"),
+           ('["a", 1]', "element 2 of resources_json is a JSON integer"),
+           ('["a", ""]', "element 2 of resources_json is an empty name"),
+           ('["a", "b", "a"]', "'a' is in the list twice"),
+           ('["a", "\\u0061"]', "'a' is in the list twice")]
+    for text, want in bad:
+        h.redlock_error(con, AM, text, 10000, what="acquire_many(%r)" % text, contains=(want,))
+    for k in ("a", "b"):
+        no_key(c, k, "nothing taken by the refused calls")
+
+
 def test_shell_json_group_array_3n():
     c = h.shared_cluster(3)
     out = sh("CREATE TABLE jobs(name TEXT);\n"

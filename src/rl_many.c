@@ -3,6 +3,7 @@
 #include "rl_many.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,16 +106,11 @@ static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
     return st;
 }
 
-/* Orders names by length, then bytes (to find one named twice). */
-typedef struct name_ref {
-    const char *s;
-    size_t len;
-} name_ref;
-
-static int name_cmp(const void *a, const void *b) {
-    const name_ref *x = a, *y = b;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return memcmp(x->s, y->s, x->len);
+/* FNV-1a, to find a name given twice. */
+static uint32_t name_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
 }
 
 #define NAME(s, len) rl_text_excerpt((char[72]){0}, 72, (s), (len), 64)
@@ -136,17 +132,23 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
     if (total > RL_MANY_MAX_BYTES)
         return finish(out, RL_MISUSE, "the %d names come to %zu bytes of keys (key_prefix included); at most %d can "
                                       "be taken at once: split the set, or use shorter names", n, total, RL_MANY_MAX_BYTES);
-    name_ref *refs = malloc((size_t)n * sizeof *refs);
-    if (!refs) return finish(out, RL_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++) refs[i] = (name_ref){res[i], lens[i]};
-    qsort(refs, (size_t)n, sizeof *refs, name_cmp);
-    for (int i = 1; i < n; i++) {
-        if (name_cmp(&refs[i - 1], &refs[i]) != 0) continue;
-        finish(out, RL_MISUSE, "'%s' is in the list twice; give each name once", NAME(refs[i].s, refs[i].len));
-        free(refs);
-        return RL_MISUSE;
+    /* Each name into an open-addressing table at least twice the set's
+     * size (slot: index + 1, 0 empty); meeting an equal name is the error. */
+    size_t slots = 16;
+    while (slots < 2 * (size_t)n) slots *= 2;
+    int *seen = calloc(slots, sizeof *seen);
+    if (!seen) return finish(out, RL_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        size_t at = name_hash(res[i], lens[i]) & (slots - 1);
+        for (; seen[at]; at = (at + 1) & (slots - 1)) {
+            int j = seen[at] - 1;
+            if (lens[j] != lens[i] || memcmp(res[j], res[i], lens[i]) != 0) continue;
+            free(seen);
+            return finish(out, RL_MISUSE, "'%s' is in the list twice; give each name once", NAME(res[i], lens[i]));
+        }
+        seen[at] = i + 1;
     }
-    free(refs);
+    free(seen);
     return RL_OK;
 }
 
