@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_resp.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
@@ -187,12 +188,16 @@ static int acq_inspect(void *ctx, int node, int state, const rl_reply *rep, char
         snprintf(why, whylen, "held by someone else ('%s' is taken)", NAME(a->res[i - 1], a->lens[i - 1]));
         return 0;
     }
-    size_t want = 1 + (a->fenced ? (size_t)a->n : 0);
-    if (rep->elements != want) {
-        snprintf(why, whylen, "unexpected reply: %zu fencing numbers for %d names", rep->elements - 1, a->n);
+    if (rep->elements != (a->fenced ? 2u : 1u)) {
+        snprintf(why, whylen, "unexpected reply: %s fencing numbers where %s expected", a->fenced ? "no" : "some",
+                 a->fenced ? "they were" : "none were");
         return -1;
     }
-    for (int k = 0; a->fenced && k < a->n; k++) a->fences[(size_t)node * (size_t)a->n + (size_t)k] = rep->element[k + 1]->integer;
+    if (a->fenced && rl_vote_fences(rep->element[1]->str, rep->element[1]->len, a->n,
+                                 &a->fences[(size_t)node * (size_t)a->n]) != 0) {
+        snprintf(why, whylen, "unexpected reply: not %d fencing numbers", a->n);
+        return -1;
+    }
     return 0;
 }
 
@@ -218,10 +223,9 @@ static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, c
     x = cmd_keys(k, x, 1);
     k->argv[x] = ttl;
     k->lens[x++] = strlen(ttl);
-    for (int j = 0; j < k->n; j++) {
-        snprintf(k->num[j], sizeof k->num[j], "%lld", fences[j]);
+    for (int j = 0; j < k->n; j++) { /* fences are >= 1 (rl_vote_fences) */
         k->argv[x] = k->num[j];
-        k->lens[x++] = strlen(k->num[j]);
+        k->lens[x++] = rl_resp_decimal(k->num[j], (unsigned long long)fences[j]);
     }
     return x;
 }

@@ -200,25 +200,30 @@
  * the set with the lock's PX (RL_SET_DETAILS_TAG). Sets every key or none: when
  * any key exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
- * key; else every key is set to the token and the answer is {1} followed,
- * with fencing, by each name's new fence number (its counter + 1, as INCR
- * would make it; a counter that is not a number is an error before anything
- * is written). Keys are looked at and set 1,000 to a call (EXISTS, MGET,
- * MSET; then one PEXPIRE each, as Redis has no command giving many keys a
- * TTL; the script runs whole or not at all, so no key is left without
- * one): each call from a script costs more than the work it does, and
- * Lua's unpack takes a few thousand values at most. */
+ * key; else every key is set to the token and the answer is {1}, with
+ * fencing {1, "f1 f2 ..."}: each name's new fence number (its counter + 1,
+ * as INCR would make it; a counter that is not a whole number is an error
+ * before anything is written) in one string, in the order of the names,
+ * which costs both ends far less than one integer reply per name (made
+ * with string.format: Lua's own conversion of a number to text may give an
+ * exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
+ * looked at and set 1,000 to a call (EXISTS, MGET, MSET; then one PEXPIRE
+ * each, as Redis has no command giving many keys a TTL; the script runs
+ * whole or not at all, so no key is left without one): each call from a
+ * script costs more than the work it does, and Lua's unpack takes a few
+ * thousand values at most. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
     "for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
     "if redis.call('exists', unpack(KEYS, a, b)) > 0 then " \
     "for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end end " \
-    "local out, fs = {1}, {} " \
-    "if #KEYS > n then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
+    "local fenced, fs = #KEYS > n, {} " \
+    "if fenced then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
     "for j = 1, #v do local c = tonumber(v[j] or '0') " \
-    "if not c then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a number') end " \
-    "out[a - n + j] = c + 1 fs[a - n + j - 1] = string.format('%.0f', c + 1) end end end " \
+    "if not c or c ~= math.floor(c) then " \
+    "return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a whole number') end " \
+    "fs[a - n + j - 1] = string.format('%.0f', c + 1) end end end " \
     "local call, tok, kv = redis.call, ARGV[1], {} " \
     "local function set(k0, one, each, px) " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
@@ -228,8 +233,8 @@
     "set(0, tok, nil, ARGV[2]) " \
     "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
     "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
-    "if #out > 1 then set(n, nil, fs, tonumber(ARGV[3]) > 0 and ARGV[3]) end " \
-    "return out"
+    "if fenced then set(n, nil, fs, tonumber(ARGV[3]) > 0 and ARGV[3]) return {1, table.concat(fs, ' ')} end " \
+    "return {1}"
 
 /* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
  * each must hold (or ARGV[2] alone: one token for all). Deletes each key

@@ -123,9 +123,10 @@ static void forget(rl_session *s, int i) {
     s->held[i] = s->held[--s->nheld];
 }
 
-/* Records a new lock; returns 0 or -1 on OOM. Caller holds s->mu. */
-static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
-                    const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
+/* Records a new lock taken at now_us, without starting the keeper;
+ * returns 0 or -1 on OOM. Caller holds s->mu. */
+static int record(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms, int64_t drift_us,
+                  int64_t now_us, const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
     if (s->nheld == s->capheld) {
         int cap = s->capheld ? s->capheld * 2 : 8;
         rl_held *h = realloc(s->held, (size_t)cap * sizeof *h);
@@ -144,21 +145,31 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     h->max_holders = max_holders;
     memcpy(h->token, token, RL_TOKEN_LEN + 1);
     h->ttl_ms = ttl_ms;
-    h->drift_us = rl_client_drift_us(s->client, ttl_ms); /* settings change only on this thread */
+    h->drift_us = drift_us;
     h->valid_until_us = o->valid_until_us;
     h->fence = o->fence;
     h->count = 1;
     h->op = o->op;
     h->yes_nodes = o->yes;
-    h->acquired_us = rl_now_us();
-    s->nheld++;
+    h->acquired_us = now_us;
     if (auto_extend) {
         h->auto_extend = 1;
-        h->next_extend_us = h->acquired_us + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
-        if (rl_session_keeper_kick(s) != 0) {
-            forget(s, s->nheld - 1);
-            return -1;
-        }
+        h->next_extend_us = now_us + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
+    }
+    s->nheld++;
+    return 0;
+}
+
+/* Records a new lock; returns 0 or -1 on OOM. Caller holds s->mu. */
+static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
+                    const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
+    /* settings change only on this thread */
+    if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), rl_now_us(), o, kind, max_holders,
+               auto_extend) != 0)
+        return -1;
+    if (auto_extend && rl_session_keeper_kick(s) != 0) {
+        forget(s, s->nheld - 1);
+        return -1;
     }
     return 0;
 }
@@ -732,16 +743,20 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
     rl_status st = rl_many_acquire(s->client, n, res, lens, ttl_ms, wait_ms, token, fences, out);
     if (st == RL_OK) {
         pthread_mutex_lock(&s->mu);
+        /* One clock reading and one start of the keeper for the whole set. */
+        int64_t now = rl_now_us(), drift = rl_client_drift_us(s->client, ttl_ms);
         int done = 0;
         for (; done < n; done++) {
             rl_outcome o = *out;
             o.fence = fences[done];
-            if (remember(s, res[done], lens[done], token, ttl_ms, &o, RL_KIND_EXCLUSIVE, 0, auto_extend) != 0) break;
+            if (record(s, res[done], lens[done], token, ttl_ms, drift, now, &o, RL_KIND_EXCLUSIVE, 0, auto_extend) != 0)
+                break;
         }
-        if (done < n)
+        int failed = done < n || (auto_extend && rl_session_keeper_kick(s) != 0);
+        if (failed)
             while (done-- > 0) forget(s, s->nheld - 1);
         pthread_mutex_unlock(&s->mu);
-        if (done < n) {
+        if (failed) {
             const char **toks = malloc((size_t)n * sizeof *toks);
             size_t *toklens = malloc((size_t)n * sizeof *toklens);
             unsigned char *rel = malloc((size_t)n);

@@ -276,6 +276,37 @@ static void test_vote_classify(void) {
     expect(!strstr(why, "0123456789") && strstr(why, RL_TEXT_MASK), "vote_classify", "token not masked: '%s'", why);
 }
 
+/* An acquire_many answer: {1}, {1, "fences"} or {0, i}; the fences are
+ * exactly n decimals from 1 to 2^53 with one space between two. */
+static void test_many_fences(void) {
+    rl_reply one = {.type = REDIS_REPLY_INTEGER, .integer = 1}, five = {.type = REDIS_REPLY_INTEGER, .integer = 5};
+    rl_reply fs = {.type = REDIS_REPLY_STRING, .str = "3 1", .len = 3};
+    rl_reply *alone[] = {&one}, *with[] = {&one, &fs}, *old[] = {&one, &five}, *three[] = {&one, &fs, &fs};
+    rl_reply arr = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = alone};
+    long long value, f[3];
+    char why[RL_ERR_REASON_MAX];
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES, "many_fences", "{1}");
+    arr.elements = 2, arr.element = with;
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES, "many_fences",
+           "{1, \"3 1\"}");
+    arr.element = old;
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
+           "{1, 5}: a fence as an integer is not this script's answer");
+    arr.elements = 3, arr.element = three;
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
+           "{1, s, s}");
+    expect(rl_vote_fences("3 1 9007199254740992", 20, 3, f) == 0 && f[0] == 3 && f[1] == 1 &&
+               f[2] == 9007199254740992LL, "many_fences", "three numbers read as %lld %lld %lld", f[0], f[1], f[2]);
+    static const struct {
+        const char *s;
+        int n;
+    } bad[] = {{"1 2", 3}, {"1 2 3 ", 3}, {"1  2", 2}, {" 1 2", 2}, {"0 1", 2}, {"-1", 1}, {"", 1},
+               {"1 x", 2}, {"9007199254740993", 1}, {"12345678901234567", 1}, {"1 2 3", 2}, {"1\t2", 2}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect(rl_vote_fences(bad[i].s, strlen(bad[i].s), bad[i].n, f) == -1, "many_fences",
+               "'%s' taken as %d fences", bad[i].s, bad[i].n);
+}
+
 /* The answers per key of a batched extend: only an array of exactly n
  * integers, each 0 or 1, gives answers; anything else fails the node. */
 static void test_vote_items(void) {
@@ -410,6 +441,7 @@ int main(void) {
     test_resp_read();
     test_vote_classify();
     test_vote_items();
+    test_many_fences();
     test_text_clean();
     test_text_from_server();
     test_evalsha();
