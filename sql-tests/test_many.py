@@ -341,6 +341,23 @@ def test_names_read_alike_plain_or_escaped_1n():
         no_key(c, k, "nothing taken by the refused calls")
 
 
+def test_counter_not_a_whole_number_is_refused_1n():
+    """A fence counter that INCR would refuse (not a whole number) makes the
+    whole set fail before any key is written, as for one lock."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    for bad in ("1.5", "abc"):
+        c[0].cmd("SET", "wc:b:fence", bad)
+        msg = h.redlock_error(con, AM, js("wc:a", "wc:b", "wc:c"), 10000, what="counter %r" % bad,
+                              contains=("could not lock 3 names", "wc:b:fence is not a whole number"))
+        for k in ("wc:a", "wc:b", "wc:c"):
+            no_key(c, k, "nothing written when a counter holds %r (%s)" % (bad, msg))
+        eq(c[0].get("wc:a:fence"), None, "no counter written when wc:b's holds %r" % bad)
+    c[0].cmd("DEL", "wc:b:fence")
+    tok = is_token(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), "taken once the counter is gone")
+    eq(value(con, RMT, js("wc:a", "wc:b", "wc:c"), tok), 3, "released")
+
+
 def test_shell_json_group_array_3n():
     c = h.shared_cluster(3)
     out = sh("CREATE TABLE jobs(name TEXT);\n"
