@@ -358,6 +358,25 @@ def test_counter_not_a_whole_number_is_refused_1n():
     eq(value(con, RMT, js("wc:a", "wc:b", "wc:c"), tok), 3, "released")
 
 
+def test_set_taken_in_any_batch_is_all_or_none_1n():
+    """Up to 1,000 names one MSETNX looks and sets; above, EXISTS looks 1,000
+    at a time first: a name taken in any batch leaves no key of the set."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    other = h.connect(env(c))
+    for n, held in ((1000, 1), (1000, 1000), (1500, 3), (1500, 1200), (1500, 1500)):
+        names = ["big:%d:%04d" % (n, i) for i in range(1, n + 1)]
+        blocker = names[held - 1]
+        tok = is_token(value(other, "SELECT redlock_acquire(?, 10000)", blocker), "another connection holds " + blocker)
+        eq(value(con, AM, json.dumps(names), 10000), None, "%d names, name %d held elsewhere" % (n, held))
+        eq(c[0].cmd("EXISTS", *[k for k in names if k != blocker]), 0, "no key of the %d-name set written" % n)
+        eq(value(other, "SELECT redlock_release(?, ?)", blocker, tok), 1, "the blocker goes")
+        tok = is_token(value(con, AM, json.dumps(names), 10000), "%d names once none is held" % n)
+        eq(c[0].cmd("EXISTS", *names), n, "every key set")
+        check(0 < c[0].pttl(names[-1]) <= 10000, "the last key has the TTL")
+        eq(value(con, RMT, json.dumps(names), tok), n, "released")
+
+
 def test_shell_json_group_array_3n():
     c = h.shared_cluster(3)
     out = sh("CREATE TABLE jobs(name TEXT);\n"

@@ -207,16 +207,19 @@
  * which costs both ends far less than one integer reply per name (made
  * with string.format: Lua's own conversion of a number to text may give an
  * exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
- * looked at and set 1,000 to a call (EXISTS, MGET, MSET; then one PEXPIRE
- * each, as Redis has no command giving many keys a TTL; the script runs
- * whole or not at all, so no key is left without one): each call from a
- * script costs more than the work it does, and Lua's unpack takes a few
- * thousand values at most. */
+ * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIRE each, as
+ * Redis has no command giving many keys a TTL; the script runs whole or not
+ * at all, so no key is left without one): each call from a script costs
+ * more than the work it does, and Lua's unpack takes a few thousand values
+ * at most. Up to 1,000 names, one MSETNX (after the counters are read, so
+ * that a bad counter fails before anything is written) both looks and
+ * sets, and only a refusal looks key by key for the one that is taken;
+ * more names are looked at first with EXISTS. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
-    "for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
-    "if redis.call('exists', unpack(KEYS, a, b)) > 0 then " \
-    "for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end end " \
+    "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \
+    "if n > 1000 then for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
+    "if redis.call('exists', unpack(KEYS, a, b)) > 0 then return taken(a, b) end end end " \
     "local fenced, fs = #KEYS > n, {} " \
     "if fenced then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
@@ -225,12 +228,12 @@
     "return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a whole number') end " \
     "fs[a - n + j - 1] = string.format('%.0f', c + 1) end end end " \
     "local call, tok, kv = redis.call, ARGV[1], {} " \
-    "local function set(k0, one, each, px) " \
+    "local function set(k0, one, each, px, nx) " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
     "for i = a, b do kv[m + 1] = KEYS[k0 + i] kv[m + 2] = each and each[i] or one m = m + 2 end " \
-    "call('mset', unpack(kv, 1, m)) end " \
-    "if px then for i = k0 + 1, k0 + n do call('pexpire', KEYS[i], px) end end end " \
-    "set(0, tok, nil, ARGV[2]) " \
+    "if not nx then call('mset', unpack(kv, 1, m)) elseif call('msetnx', unpack(kv, 1, m)) == 0 then return false end end " \
+    "if px then for i = k0 + 1, k0 + n do call('pexpire', KEYS[i], px) end end return true end " \
+    "if not set(0, tok, nil, ARGV[2], n <= 1000) then return taken(1, n) end " \
     "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
     "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
     "if fenced then set(n, nil, fs, tonumber(ARGV[3]) > 0 and ARGV[3]) return {1, table.concat(fs, ' ')} end " \
