@@ -342,20 +342,33 @@ def test_names_read_alike_plain_or_escaped_1n():
 
 
 def test_counter_not_a_whole_number_is_refused_1n():
-    """A fence counter that INCR would refuse (not a whole number) makes the
-    whole set fail before any key is written, as for one lock."""
+    """A fence counter that is not a plain count (INCR would refuse it, Lua
+    would read it as a number: inf, -1, 0x10, 1e20; or 2^53 and more, where
+    counter + 1 is the counter) makes the whole set fail before any key is
+    written, as for one lock; a name and its counter key are not one set."""
     c = h.shared_cluster(1)
     con = h.connect(env(c))
-    for bad in ("1.5", "abc"):
+    for bad in ("1.5", "abc", "inf", "-1", "0x10", " 7 ", "1e20", "9007199254740991", ""):
         c[0].cmd("SET", "wc:b:fence", bad)
         msg = h.redlock_error(con, AM, js("wc:a", "wc:b", "wc:c"), 10000, what="counter %r" % bad,
-                              contains=("could not lock 3 names", "wc:b:fence is not a whole number"))
+                              contains=("could not lock 3 names", "wc:b:fence is not a whole number from 0 to"))
         for k in ("wc:a", "wc:b", "wc:c"):
             no_key(c, k, "nothing written when a counter holds %r (%s)" % (bad, msg))
         eq(c[0].get("wc:a:fence"), None, "no counter written when wc:b's holds %r" % bad)
     c[0].cmd("DEL", "wc:b:fence")
     tok = is_token(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), "taken once the counter is gone")
     eq(value(con, RMT, js("wc:a", "wc:b", "wc:c"), tok), 3, "released")
+    c[0].cmd("SET", "wc:b:fence", "999999999999999")
+    tok = is_token(value(con, AM, js("wc:a", "wc:b"), 10000), "the largest counter taken")
+    eq(value(con, "SELECT redlock_fence('wc:b')"), 1000000000000000, "its fence one more")
+    eq(value(con, RMT, js("wc:a", "wc:b"), tok), 2, "released")
+    h.redlock_error(con, AM, js("wc:d", "wc:d:fence"), 10000, what="a name and its counter",
+                    contains=("'wc:d:fence' is the key of the fencing counter of 'wc:d'",))
+    for k in ("wc:d", "wc:d:fence"):
+        no_key(c, k, "nothing written for a name and its counter key")
+    con.execute("SELECT redlock_config('fencing', 0)")
+    tok = is_token(value(con, AM, js("wc:d", "wc:d:fence"), 10000), "without fencing they are two names")
+    eq(value(con, RMT, js("wc:d", "wc:d:fence"), tok), 2, "both released")
 
 
 def test_set_taken_in_any_batch_is_all_or_none_1n():

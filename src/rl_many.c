@@ -107,16 +107,39 @@ static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
     return st;
 }
 
-/* FNV-1a, to find a name given twice. */
-static uint32_t name_hash(const char *s, size_t n) {
-    uint32_t h = 2166136261u;
+/* The names of a set in an open-addressing table at least twice its size
+ * (slot: index + 1, 0 empty), hashed with FNV-1a from a basis drawn for
+ * each call, so that no list of names chosen in advance makes the probe
+ * chains long. */
+typedef struct name_table {
+    int *slot;
+    size_t mask;
+    uint32_t basis;
+} name_table;
+
+static size_t table_home(const name_table *t, const char *s, size_t n) {
+    uint32_t h = t->basis;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
+    return h & t->mask;
+}
+
+/* Index of the name s (n bytes) in the table, or -1; *at: where it is or
+ * where it would go. */
+static int table_find(const name_table *t, const char *const *res, const size_t *lens, const char *s, size_t n,
+                      size_t *at) {
+    size_t i = table_home(t, s, n);
+    for (; t->slot[i]; i = (i + 1) & t->mask) {
+        int j = t->slot[i] - 1;
+        if (lens[j] == n && memcmp(res[j], s, n) == 0) break;
+    }
+    *at = i;
+    return t->slot[i] - 1;
 }
 
 #define NAME(s, len) rl_text_excerpt((char[72]){0}, 72, (s), (len), 64)
 
-rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out) {
+rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, int to_take,
+                        rl_outcome *out) {
     if (n < 1) return finish(out, RL_MISUSE, "the list of names is empty; give at least one name");
     if (n > RL_MANY_MAX)
         return finish(out, RL_MISUSE, "%d names in one call; at most %d can be taken at once: split the set, or "
@@ -133,31 +156,39 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
     if (total > RL_MANY_MAX_BYTES)
         return finish(out, RL_MISUSE, "the %d names come to %zu bytes of keys (key_prefix included); at most %d can "
                                       "be taken at once: split the set, or use shorter names", n, total, RL_MANY_MAX_BYTES);
-    /* Each name into an open-addressing table at least twice the set's
-     * size (slot: index + 1, 0 empty); meeting an equal name is the error. */
     size_t slots = 16;
     while (slots < 2 * (size_t)n) slots *= 2;
-    int *seen = calloc(slots, sizeof *seen);
-    if (!seen) return finish(out, RL_NOMEM, "out of memory");
+    name_table t = {.slot = calloc(slots, sizeof *t.slot), .mask = slots - 1,
+                    .basis = 2166136261u ^ (uint32_t)rl_random_between(0, INT32_MAX)};
+    if (!t.slot) return finish(out, RL_NOMEM, "out of memory");
+    size_t at;
     for (int i = 0; i < n; i++) {
-        size_t at = name_hash(res[i], lens[i]) & (slots - 1);
-        for (; seen[at]; at = (at + 1) & (slots - 1)) {
-            int j = seen[at] - 1;
-            if (lens[j] != lens[i] || memcmp(res[j], res[i], lens[i]) != 0) continue;
-            free(seen);
+        if (table_find(&t, res, lens, res[i], lens[i], &at) >= 0) {
+            free(t.slot);
             return finish(out, RL_MISUSE, "'%s' is in the list twice; give each name once", NAME(res[i], lens[i]));
         }
-        seen[at] = i + 1;
+        t.slot[at] = i + 1;
     }
-    free(seen);
+    /* With fencing, name:fence is the key of name's counter: taking both
+     * in one set would write the counter over the other name's lock. */
+    size_t sl = sizeof FENCE_SUFFIX - 1;
+    for (int i = 0; to_take && c->set.fencing && i < n; i++) {
+        if (lens[i] <= sl || memcmp(res[i] + lens[i] - sl, FENCE_SUFFIX, sl) != 0) continue;
+        int j = table_find(&t, res, lens, res[i], lens[i] - sl, &at);
+        if (j < 0) continue;
+        free(t.slot);
+        return finish(out, RL_MISUSE, "'%s' is the key of the fencing counter of '%s', also in the list; take them in "
+                                      "two calls, or turn fencing off", NAME(res[i], lens[i]), NAME(res[j], lens[j]));
+    }
+    free(t.slot);
     return RL_OK;
 }
 
 /* The shared start of both calls: nodes present, names fine, keys made. */
-static rl_status begin(rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out, mkeys *k,
-                       rl_vote **votes) {
+static rl_status begin(rl_client *c, int n, const char *const *res, const size_t *lens, int to_take, rl_outcome *out,
+                       mkeys *k, rl_vote **votes) {
     if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
-    if (rl_many_check(c, n, res, lens, out) != RL_OK) return out->status;
+    if (rl_many_check(c, n, res, lens, to_take, out) != RL_OK) return out->status;
     *votes = calloc((size_t)c->n, sizeof **votes);
     if (!*votes || mkeys_make(c, n, res, lens, k) != 0) {
         free(*votes);
@@ -332,7 +363,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
     }
     mkeys k;
     rl_vote *votes = NULL;
-    if (begin(c, n, res, lens, out, &k, &votes) != RL_OK) {
+    if (begin(c, n, res, lens, 1, out, &k, &votes) != RL_OK) {
         pthread_mutex_unlock(&c->mu);
         return out->status;
     }
@@ -479,7 +510,7 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
     pthread_mutex_lock(&c->mu);
     mkeys k;
     rl_vote *votes = NULL;
-    if (begin(c, n, res, lens, out, &k, &votes) != RL_OK) {
+    if (begin(c, n, res, lens, 0, out, &k, &votes) != RL_OK) {
         out->op = c->op;
         pthread_mutex_unlock(&c->mu);
         return out->status;

@@ -27,9 +27,12 @@
 #define RL_MANY_MAX_BYTES (4 * 1024 * 1024)
 
 /* Checks a set of names: 1..RL_MANY_MAX names, each as for one lock
- * (rl_lock_check_resource), no name twice, RL_MANY_MAX_BYTES of keys in all.
- * RL_OK, RL_MISUSE with out->msg, or RL_NOMEM. */
-rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, rl_outcome *out);
+ * (rl_lock_check_resource), no name twice, RL_MANY_MAX_BYTES of keys in all,
+ * and, for a set to take (to_take) with fencing on, no name that is the
+ * counter key of another (name:fence). RL_OK, RL_MISUSE with out->msg, or
+ * RL_NOMEM. */
+rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, int to_take,
+                        rl_outcome *out);
 
 /* Takes every name, or none: a fresh token, one script per node, retried
  * after a random delay until wait_ms has passed. On RL_OK token holds the

@@ -202,11 +202,13 @@
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1}, with
  * fencing {1, "f1 f2 ..."}: each name's new fence number (its counter + 1,
- * as INCR would make it; a counter that is not a whole number is an error
- * before anything is written) in one string, in the order of the names,
- * which costs both ends far less than one integer reply per name (made
- * with string.format: Lua's own conversion of a number to text may give an
- * exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
+ * as INCR would make it; a counter that is not digits only, or has more
+ * than 15 of them, is an error before anything is written: Lua's tonumber
+ * takes "inf", "-1", "0x10" and " 7 ", and from 2^53 on c + 1 is c) in one
+ * string, in the order of the names, which costs both ends far less than
+ * one integer reply per name (made with string.format: Lua's own
+ * conversion of a number to text may give an exponent on Redis 7.2 and
+ * later, which INCR would then refuse). Keys are
  * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIRE each, as
  * Redis has no command giving many keys a TTL; the script runs whole or not
  * at all, so no key is left without one): each call from a script costs
@@ -223,10 +225,10 @@
     "local fenced, fs = #KEYS > n, {} " \
     "if fenced then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
-    "for j = 1, #v do local c = tonumber(v[j] or '0') " \
-    "if not c or c ~= math.floor(c) then " \
-    "return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. ' is not a whole number') end " \
-    "fs[a - n + j - 1] = string.format('%.0f', c + 1) end end end " \
+    "for j = 1, #v do local t = v[j] or '0' " \
+    "if #t > 15 or not string.find(t, '^%d+$') then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. " \
+    "' is not a whole number from 0 to 999999999999999') end " \
+    "fs[a - n + j - 1] = string.format('%.0f', tonumber(t) + 1) end end end " \
     "local call, tok, kv = redis.call, ARGV[1], {} " \
     "local function set(k0, one, each, px, nx) " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \

@@ -693,7 +693,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
                                   int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     token[0] = '\0';
-    if (rl_many_check(s->client, n, res, lens, out) != RL_OK) return out->status;
+    if (rl_many_check(s->client, n, res, lens, 1, out) != RL_OK) return out->status;
     long long *fences = calloc((size_t)n, sizeof *fences);
     if (!fences) {
         out->status = RL_NOMEM;
@@ -780,7 +780,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
     memset(out, 0, sizeof *out);
     *released = 0;
     *none_held = 0;
-    if (rl_many_check(s->client, n, res, lens, out) != RL_OK) return out->status;
+    if (rl_many_check(s->client, n, res, lens, 0, out) != RL_OK) return out->status;
     if (token && (toklen == 0 || toklen > 1024)) {
         out->status = RL_MISUSE;
         snprintf(out->msg, sizeof out->msg, "token must be a non-empty text returned by redlock_acquire");
