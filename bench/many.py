@@ -96,7 +96,39 @@ def measure(ext, urls, seconds=1.0, reps=5):
                   "many_calls": len(many_off), "single_calls": len(single_off)}
     out["off"]["ratio"] = out["off"]["many_us"] / out["off"]["single_us"]
     print("bench: fencing off: done", flush=True)
+    out["held"] = _held_growth(con, seconds)
+    print("bench: cycles beside held locks: done", flush=True)
     con.close()
+    return out
+
+
+HELD = (0, 1000, 10000)
+CYCLES = ("WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?) "
+          "SELECT sum(redlock_release('bh:' || i, redlock_acquire('bh:' || i, 10000))) FROM s")
+
+
+def _held_growth(con, seconds):
+    """{held: us per acquire+release cycle} with 0, 1,000 and 10,000 other
+    locks held by the connection (taken 1,000 to an acquire_many, no
+    auto-extension): what finding a name among the held ones costs."""
+    con.execute("SELECT redlock_config('fencing', 1)")
+    con.execute("SELECT redlock_config('auto_extend', 0)")
+    out = {}
+    for held in HELD:
+        for a in range(0, held, 1000):
+            names = json.dumps(["bg:%d" % i for i in range(a, a + 1000)])
+            if con.execute("SELECT redlock_acquire_many(?, 600000)", (names,)).fetchone()[0] is None:
+                raise SystemExit("bench: 1,000 names to hold were refused on idle nodes")
+        con.execute(CYCLES, (300,)).fetchone()
+        laps = []
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end or len(laps) < 3:
+            t0 = time.perf_counter()
+            if con.execute(CYCLES, (500,)).fetchone()[0] != 500:
+                raise SystemExit("bench: cycles beside %d held locks did not release every lock" % held)
+            laps.append((time.perf_counter() - t0) / 500)
+        out[held] = statistics.median(laps) * 1e6
+        con.execute("SELECT redlock_release_all()").fetchone()
     return out
 
 
@@ -117,6 +149,11 @@ def lines(m):
     L.append("  fencing off: acquire_many of 1,000 names p50 %.0f us (%d calls), 1,000 single acquires p50 %.0f us "
              "(%d statements): ratio %.4f" % (o["many_us"], o["many_calls"], o["single_us"], o["single_calls"],
                                               o["ratio"]))
+    g = m.get("held")
+    if g:
+        L.append("  acquire + release cycles (fencing on) beside locks the connection holds: "
+                 + ", ".join("%s held %.0f us" % ("{:,}".format(k), v) for k, v in sorted(g.items()))
+                 + "; %s / none: %.2f" % ("{:,}".format(HELD[-1]), g[HELD[-1]] / g[0]))
     # Judged with the default settings (fencing on, holder details on) and
     # with fencing off: with fencing every name also writes its counter on
     # every node, work that one round trip cannot save.

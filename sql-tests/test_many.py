@@ -390,6 +390,45 @@ def test_set_taken_in_any_batch_is_all_or_none_1n():
         eq(value(con, RMT, json.dumps(names), tok), n, "released")
 
 
+def test_hundreds_of_held_locks_found_by_name_1n():
+    """With hundreds of locks held, each call finds its name through the
+    session's name index, kept through acquires, releases of any one (the
+    last moves into its place), sets released at once, re-entrant holds and
+    release_all: every answer must be what the list itself says."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    singles = ["hl:s%03d" % i for i in range(150)]
+    for k in singles:
+        is_token(value(con, "SELECT redlock_acquire(?, 30000)", k), k)
+    many = ["hl:m%03d" % i for i in range(150)]
+    tok = is_token(value(con, AM, json.dumps(many), 30000), "a set of 150 beside them")
+    held = set(singles) | set(many)
+    for k in singles[::3] + many[1::4]:  # releases from everywhere in the list
+        eq(value(con, "SELECT redlock_release(?)", k), 1, "release " + k)
+        held.discard(k)
+    eq(value(con, RM, json.dumps(many[2::4] + ["hl:never"])), len(many[2::4]), "release_many finds its names")
+    held -= set(many[2::4])
+    for k in singles[1::3]:  # re-entrant: a second hold of a name still held
+        eq(value(con, "SELECT redlock_acquire(?, 30000) IS NOT NULL", k), 1, "re-entrant " + k)
+    rows = {r["resource"]: r for r in lock_rows(con)}
+    eq(set(rows), held, "redlock_locks lists exactly the names still held")
+    for k in sorted(held):
+        check(value(con, "SELECT redlock_validity(?) > 0", k) == 1, "validity of " + k)
+        eq(c[0].get(k), rows[k]["token"], "key %s holds the token listed" % k)
+    for k in sorted((set(singles) | set(many)) - held) + ["hl:never"]:
+        eq(value(con, "SELECT redlock_validity(?)", k), 0, "validity 0 for %s, not held" % k)
+    eq(value(con, "SELECT redlock_release(?)", singles[1]), 1, "one of two holds of %s" % singles[1])
+    check(c[0].get(singles[1]) is not None, "the name stays held after one of two releases")
+    is_token(value(con, "SELECT redlock_acquire(?, 30000)", singles[0]), "a released name taken again")
+    held.add(singles[0])
+    eq(value(con, "SELECT count(*) FROM redlock_locks"), len(held), "rows after taking one again")
+    eq(value(con, "SELECT redlock_release_all()"), len(held), "release_all gives back every name once")
+    eq(lock_rows(con), [], "nothing listed")
+    for k in sorted(held):
+        no_key(c, k, "released by release_all")
+    check(tok, "token")
+
+
 def test_shell_json_group_array_3n():
     c = h.shared_cluster(3)
     out = sh("CREATE TABLE jobs(name TEXT);\n"

@@ -46,6 +46,7 @@ void rl_session_check_fork(rl_session *s) {
     s->editing_nodes = 0;
     for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
     s->nheld = 0;
+    rl_nameindex_drop(&s->byname);
     rl_client_forget_after_fork(s->client);
 }
 
@@ -58,6 +59,7 @@ void rl_session_free(rl_session *s) {
     rl_client_free(s->client);
     rl_stats_lock_clear(&s->stats);
     free(s->held);
+    rl_nameindex_free(&s->byname);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -82,10 +84,15 @@ static int64_t left_ms(const rl_held *h) {
 }
 
 /* Index of the held lock on res, or -1. Caller holds s->mu. */
-static int find(const rl_session *s, const char *res, size_t reslen) {
-    for (int i = 0; i < s->nheld; i++)
-        if (s->held[i].reslen == reslen && memcmp(s->held[i].res, res, reslen) == 0) return i;
-    return -1;
+static const char *held_name(const void *items, int i, size_t *len) {
+    const rl_held *h = (const rl_held *)items + i;
+    *len = h->reslen;
+    return h->res;
+}
+
+/* Index of the held lock on res, or -1. Caller holds s->mu. */
+static int find(rl_session *s, const char *res, size_t reslen) {
+    return rl_nameindex_find(&s->byname, s->held, s->nheld, held_name, res, reslen);
 }
 
 static int same_token(const rl_held *h, const char *token, size_t toklen) {
@@ -119,6 +126,7 @@ int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked) 
 /* Caller holds s->mu. */
 static void forget(rl_session *s, int i) {
     count_hold(s, &s->held[i]);
+    rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
 }
@@ -157,6 +165,7 @@ static int record(rl_session *s, const char *res, size_t reslen, const char *tok
         h->next_extend_us = now_us + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
     }
     s->nheld++;
+    rl_nameindex_appended(&s->byname, s->held, s->nheld, held_name);
     return 0;
 }
 
@@ -574,6 +583,7 @@ int rl_session_release_all(rl_session *s) {
         }
         rl_held h = s->held[s->nheld - 1];
         count_hold(s, &h);
+        rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, s->nheld - 1);
         s->nheld--;
         pthread_mutex_unlock(&s->mu);
         rl_outcome o;
@@ -658,37 +668,6 @@ void rl_session_snapshot_free(rl_held *rows, int n) {
     free(rows);
 }
 
-/* The held list in name order, to look many names up at once: indices
- * into s->held (malloc'ed, s->nheld of them; NULL on OOM). Caller holds
- * s->mu and keeps the list unchanged while it uses them. */
-static int held_cmp(const void *a, const void *b, void *ctx) {
-    const rl_held *h = ctx, *x = &h[*(const int *)a], *y = &h[*(const int *)b];
-    if (x->reslen != y->reslen) return x->reslen < y->reslen ? -1 : 1;
-    return memcmp(x->res, y->res, x->reslen);
-}
-
-static int *held_sorted(const rl_session *s) {
-    int *idx = malloc((s->nheld > 0 ? (size_t)s->nheld : 1) * sizeof *idx);
-    if (!idx) return NULL;
-    for (int i = 0; i < s->nheld; i++) idx[i] = i;
-    qsort_r(idx, (size_t)s->nheld, sizeof *idx, held_cmp, s->held);
-    return idx;
-}
-
-/* Index of the held lock on res by binary search of idx, or -1. */
-static int held_lookup(const rl_session *s, const int *idx, const char *res, size_t reslen) {
-    int lo = 0, hi = s->nheld - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        const rl_held *h = &s->held[idx[mid]];
-        int c = h->reslen != reslen ? (h->reslen < reslen ? -1 : 1) : memcmp(h->res, res, reslen);
-        if (c == 0) return idx[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
-}
-
 rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,
                                   int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -717,19 +696,10 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
     /* Not re-entrant: a set is taken whole on the nodes or not at all, and a
      * name held here already (or listed as expired or lost) would be part
      * of the set without being taken with it. */
-    int *idx = held_sorted(s);
     for (int j = 0; j < n; j++) {
-        if (!idx || held_lookup(s, idx, res[j], lens[j]) < 0) {
-            if (idx) continue;
-        }
+        if (find(s, res[j], lens[j]) < 0) continue;
         pthread_mutex_unlock(&s->mu);
         free(fences);
-        if (!idx) {
-            out->status = RL_NOMEM;
-            snprintf(out->msg, sizeof out->msg, "out of memory");
-            return RL_NOMEM;
-        }
-        free(idx);
         out->status = RL_MISUSE;
         snprintf(out->msg, sizeof out->msg,
                  "'%s' (name %d of the list) is already listed in redlock_locks of this connection; a set of names "
@@ -737,7 +707,6 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
                  rl_text_excerpt((char[72]){0}, 72, res[j], lens[j], 64), j + 1);
         return RL_MISUSE;
     }
-    free(idx);
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
     rl_status st = rl_many_acquire(s->client, n, res, lens, ttl_ms, wait_ms, token, fences, out);
@@ -802,21 +771,18 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
     }
     int m = 0, held_any = 0;
     pthread_mutex_lock(&s->mu);
-    /* Looked up in name order; entries to forget are only marked in the
-     * loop (each name is in the list once, so each entry is met once) and
-     * removed after it, so the indices stay valid. */
-    int *idx = held_sorted(s);
+    /* Entries to forget are only marked in the loop (each name is in the
+     * list once, so each entry is met once) and removed after it, so the
+     * positions stay valid. */
     unsigned char *gone = calloc(s->nheld > 0 ? (size_t)s->nheld : 1, 1);
-    if (!idx || !gone) {
+    if (!gone) {
         pthread_mutex_unlock(&s->mu);
-        free(idx);
-        free(gone);
         out->status = st = RL_NOMEM;
         snprintf(out->msg, sizeof out->msg, "out of memory");
         goto out;
     }
     for (int j = 0; j < n; j++) {
-        int i = held_lookup(s, idx, res[j], lens[j]);
+        int i = find(s, res[j], lens[j]);
         int lost = 0;
         if (!token) {
             /* As rl_session_release without a token, name by name. */
@@ -870,9 +836,9 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         if (gone[i]) free(s->held[i].res);
         else s->held[kept++] = s->held[i];
     }
+    if (kept < s->nheld) rl_nameindex_drop(&s->byname);
     s->nheld = kept;
     pthread_mutex_unlock(&s->mu);
-    free(idx);
     free(gone);
     if (!token && !held_any) {
         *none_held = 1;

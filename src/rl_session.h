@@ -17,6 +17,7 @@
 #include "rl_client.h"
 #include "rl_lock.h"
 #include "rl_many.h"
+#include "rl_nameindex.h"
 
 enum { RL_KIND_EXCLUSIVE = 0, RL_KIND_SHARED = 1 };
 /* How long after an extension the keeper extends a lock again: a third of
@@ -67,6 +68,7 @@ typedef struct rl_session {
     pthread_mutex_t mu; /* guards everything below */
     rl_held *held;
     int nheld, capheld;
+    rl_nameindex byname; /* held by name (rl_nameindex.h), told of every change of held */
     /* the auto-extension thread (rl_session_keeper.c) */
     pthread_cond_t wake;
     pthread_t keeper;

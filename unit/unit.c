@@ -14,6 +14,7 @@
 
 #include "rl_endpoint.h"
 #include "rl_evalsha.h"
+#include "rl_nameindex.h"
 #include "rl_resp.h"
 #include "rl_scripts.h"
 #include "rl_text.h"
@@ -276,6 +277,68 @@ static void test_vote_classify(void) {
     expect(!strstr(why, "0123456789") && strstr(why, RL_TEXT_MASK), "vote_classify", "token not masked: '%s'", why);
 }
 
+/* The name index against a plain scan of the same array, through random
+ * appends, swap-removals, drops and lookups (present and absent names),
+ * with the array growing well past the size where the index is used. */
+typedef struct ni_item {
+    char name[24];
+    size_t len;
+} ni_item;
+
+static const char *ni_name(const void *items, int i, size_t *len) {
+    const ni_item *it = (const ni_item *)items + i;
+    *len = it->len;
+    return it->name;
+}
+
+static int ni_scan(const ni_item *items, int n, const char *s, size_t len) {
+    for (int i = 0; i < n; i++)
+        if (items[i].len == len && memcmp(items[i].name, s, len) == 0) return i;
+    return -1;
+}
+
+static void test_nameindex(void) {
+    enum { CAP = 700 };
+    static ni_item items[CAP];
+    rl_nameindex x = {0};
+    int n = 0, next = 0, bad = 0, lookups = 0;
+    char first[128] = "";
+    unsigned r = 12345;
+    for (int step = 0; step < 40000 && !bad; step++) {
+        r = r * 1103515245u + 12345u;
+        unsigned op = (r >> 16) % 100;
+        if (op < 45 && n < CAP) { /* append a new name (some of one length, some of others) */
+            ni_item *it = &items[n++];
+            it->len = (size_t)snprintf(it->name, sizeof it->name, (next % 3) ? "k%d" : "lock:%08d", next);
+            next++;
+            rl_nameindex_appended(&x, items, n, ni_name);
+        } else if (op < 80 && n > 0) { /* remove one, the last moving into its place */
+            int i = (int)((r >> 8) % (unsigned)n);
+            rl_nameindex_removing(&x, items, n, ni_name, i);
+            items[i] = items[--n];
+        } else if (op < 82) {
+            rl_nameindex_drop(&x);
+        } else { /* look up a held name, and a name never given */
+            char s[24];
+            int k = (int)((r >> 4) % (unsigned)(next + 1));
+            size_t len = (size_t)snprintf(s, sizeof s, (k % 3) ? "k%d" : "lock:%08d", k);
+            int want = ni_scan(items, n, s, len), got = rl_nameindex_find(&x, items, n, ni_name, s, len);
+            lookups++;
+            if (got != want) {
+                bad = 1;
+                snprintf(first, sizeof first, "step %d: '%s' found at %d, a scan says %d (%d items)", step, s, got, want, n);
+            }
+        }
+    }
+    expect(!bad, "nameindex", "%d lookups as a scan finds them%s%s", lookups, bad ? ": " : "", first);
+    int misplaced = 0;
+    for (int i = 0; i < n; i++) /* every item still found where it is */
+        misplaced += rl_nameindex_find(&x, items, n, ni_name, items[i].name, items[i].len) != i;
+    expect(!misplaced, "nameindex", "%d of the %d items at the end not found at their own position", misplaced, n);
+    expect(next > 10000, "nameindex", "the walk appended %d names", next);
+    rl_nameindex_free(&x);
+}
+
 /* An acquire_many answer: {1}, {1, "fences"} or {0, i}; the fences are
  * exactly n decimals from 1 to 2^53 with one space between two. */
 static void test_many_fences(void) {
@@ -442,6 +505,7 @@ int main(void) {
     test_vote_classify();
     test_vote_items();
     test_many_fences();
+    test_nameindex();
     test_text_clean();
     test_text_from_server();
     test_evalsha();
