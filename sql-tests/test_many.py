@@ -408,10 +408,22 @@ def test_hundreds_of_held_locks_found_by_name_1n():
         held.discard(k)
     eq(value(con, RM, json.dumps(many[2::4] + ["hl:never"])), len(many[2::4]), "release_many finds its names")
     held -= set(many[2::4])
+    for k in ["hl:n%03d" % i for i in range(60)]:  # new locks take the places the set's release freed
+        is_token(value(con, "SELECT redlock_acquire(?, 30000)", k), k)
+        held.add(k)
     for k in singles[1::3]:  # re-entrant: a second hold of a name still held
         eq(value(con, "SELECT redlock_acquire(?, 30000) IS NOT NULL", k), 1, "re-entrant " + k)
     rows = {r["resource"]: r for r in lock_rows(con)}
-    eq(set(rows), held, "redlock_locks lists exactly the names still held")
+    check(set(rows) == held, "redlock_locks lists exactly the names still held: extra %r, missing %r"
+          % (sorted(set(rows) - held), sorted(held - set(rows))))
+    for k in sorted(held & set(many))[::2]:  # names moved in the list by the set's release, released one by one
+        eq(value(con, "SELECT redlock_release(?, ?)", k, tok), 1, "release %s after the set's release" % k)
+        held.discard(k)
+        no_key(c, k, "released")
+    listed = [r["resource"] for r in lock_rows(con)]
+    check(sorted(listed) == sorted(held), "the list after releases one by one: listed but not held %r, held but "
+          "not listed %r" % (sorted(set(listed) - held), sorted(held - set(listed))))
+    rows = {r["resource"]: r for r in lock_rows(con)}
     for k in sorted(held):
         check(value(con, "SELECT redlock_validity(?) > 0", k) == 1, "validity of " + k)
         eq(c[0].get(k), rows[k]["token"], "key %s holds the token listed" % k)

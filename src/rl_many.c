@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_nameindex.h"
 #include "rl_resp.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
@@ -107,33 +108,16 @@ static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
     return st;
 }
 
-/* The names of a set in an open-addressing table at least twice its size
- * (slot: index + 1, 0 empty), hashed with FNV-1a from a basis drawn for
- * each call, so that no list of names chosen in advance makes the probe
- * chains long. */
-typedef struct name_table {
-    int *slot;
-    size_t mask;
-    uint32_t basis;
-} name_table;
+/* The names of a set as items of an rl_nameindex. */
+typedef struct name_list {
+    const char *const *res;
+    const size_t *lens;
+} name_list;
 
-static size_t table_home(const name_table *t, const char *s, size_t n) {
-    uint32_t h = t->basis;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h & t->mask;
-}
-
-/* Index of the name s (n bytes) in the table, or -1; *at: where it is or
- * where it would go. */
-static int table_find(const name_table *t, const char *const *res, const size_t *lens, const char *s, size_t n,
-                      size_t *at) {
-    size_t i = table_home(t, s, n);
-    for (; t->slot[i]; i = (i + 1) & t->mask) {
-        int j = t->slot[i] - 1;
-        if (lens[j] == n && memcmp(res[j], s, n) == 0) break;
-    }
-    *at = i;
-    return t->slot[i] - 1;
+static const char *name_at(const void *items, int i, size_t *len) {
+    const name_list *l = items;
+    *len = l->lens[i];
+    return l->res[i];
 }
 
 #define NAME(s, len) rl_text_excerpt((char[72]){0}, 72, (s), (len), 64)
@@ -156,31 +140,28 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
     if (total > RL_MANY_MAX_BYTES)
         return finish(out, RL_MISUSE, "the %d names come to %zu bytes of keys (key_prefix included); at most %d can "
                                       "be taken at once: split the set, or use shorter names", n, total, RL_MANY_MAX_BYTES);
-    size_t slots = 16;
-    while (slots < 2 * (size_t)n) slots *= 2;
-    name_table t = {.slot = calloc(slots, sizeof *t.slot), .mask = slots - 1,
-                    .basis = 2166136261u ^ (uint32_t)rl_random_between(0, INT32_MAX)};
-    if (!t.slot) return finish(out, RL_NOMEM, "out of memory");
-    size_t at;
+    /* Each name looked up among those before it, then added. */
+    name_list l = {res, lens};
+    rl_nameindex x = {0};
     for (int i = 0; i < n; i++) {
-        if (table_find(&t, res, lens, res[i], lens[i], &at) >= 0) {
-            free(t.slot);
+        if (rl_nameindex_find(&x, &l, i, name_at, res[i], lens[i]) >= 0) {
+            rl_nameindex_free(&x);
             return finish(out, RL_MISUSE, "'%s' is in the list twice; give each name once", NAME(res[i], lens[i]));
         }
-        t.slot[at] = i + 1;
+        rl_nameindex_appended(&x, &l, i + 1, name_at);
     }
     /* With fencing, name:fence is the key of name's counter: taking both
      * in one set would write the counter over the other name's lock. */
     size_t sl = sizeof FENCE_SUFFIX - 1;
     for (int i = 0; to_take && c->set.fencing && i < n; i++) {
         if (lens[i] <= sl || memcmp(res[i] + lens[i] - sl, FENCE_SUFFIX, sl) != 0) continue;
-        int j = table_find(&t, res, lens, res[i], lens[i] - sl, &at);
+        int j = rl_nameindex_find(&x, &l, n, name_at, res[i], lens[i] - sl);
         if (j < 0) continue;
-        free(t.slot);
+        rl_nameindex_free(&x);
         return finish(out, RL_MISUSE, "'%s' is the key of the fencing counter of '%s', also in the list; take them in "
                                       "two calls, or turn fencing off", NAME(res[i], lens[i]), NAME(res[j], lens[j]));
     }
-    free(t.slot);
+    rl_nameindex_free(&x);
     return RL_OK;
 }
 

@@ -9,9 +9,18 @@
 
 #include "rl_random.h"
 
+/* FNV-1a from the basis, then mixed (MurmurHash3's finaliser) before the
+ * low bits are taken: FNV's low bits alone depend only on the low bits of
+ * each byte, so names that differ in high bits only would share a slot
+ * whatever the basis. */
 static size_t home(const rl_nameindex *x, const char *s, size_t len) {
     uint32_t h = x->basis;
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
     return h & x->mask;
 }
 
@@ -57,6 +66,10 @@ int rl_nameindex_find(rl_nameindex *x, const void *items, int n, rl_nameindex_na
     if (!x->valid && build(x, items, n, name) != 0) return scan(items, n, name, s, len);
     for (size_t at = home(x, s, len); x->slot[at]; at = (at + 1) & x->mask) {
         int i = x->slot[at] - 1;
+        if (i >= n) { /* a removal it was not told of: never read past the items */
+            x->valid = 0;
+            return scan(items, n, name, s, len);
+        }
         size_t l;
         const char *t = name(items, i, &l);
         if (l == len && memcmp(t, s, len) == 0) return i;
@@ -93,6 +106,10 @@ void rl_nameindex_removing(rl_nameindex *x, const void *items, int n, rl_nameind
     /* Shift back each entry after the gap whose home is not between the
      * gap and where it sits, so no probe for it stops at the gap. */
     for (size_t at = (gap + 1) & x->mask; x->slot[at]; at = (at + 1) & x->mask) {
+        if (x->slot[at] > n) { /* as in rl_nameindex_find */
+            x->valid = 0;
+            return;
+        }
         size_t h = home_of(x, items, name, x->slot[at] - 1);
         int stays = gap < at ? (h > gap && h <= at) : (h > gap || h <= at);
         if (stays) continue;

@@ -16,10 +16,11 @@
 /* The name of items[i] (its length in *len). */
 typedef const char *(*rl_nameindex_name_fn)(const void *items, int i, size_t *len);
 
-/* Open addressing (slot: position + 1, 0 empty), at most a quarter full,
- * FNV-1a from a basis drawn at each build so that no list of names chosen
- * in advance makes the probes long. valid 0: not built, or dropped; built
- * again on the next lookup. Zero-initialise; free with rl_nameindex_free. */
+/* Open addressing (slot: position + 1, 0 empty), at most a quarter full;
+ * FNV-1a from a basis drawn at each build, mixed before the slot is taken
+ * from it, so that a list of names chosen in advance is unlikely to make
+ * the probes long. valid 0: not built, or dropped; built again on the next
+ * lookup. Zero-initialise; free with rl_nameindex_free. */
 typedef struct rl_nameindex {
     int *slot;
     size_t mask;

@@ -830,14 +830,16 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         was_lost[m++] = (unsigned char)lost;
     }
     /* Gone from this session before the network call, as for one lock: the
-     * keeper stops extending them now. */
-    int kept = 0;
-    for (int i = 0; i < s->nheld; i++) {
-        if (gone[i]) free(s->held[i].res);
-        else s->held[kept++] = s->held[i];
+     * keeper stops extending them now. From the top down, each by moving
+     * the last entry into its place, as forget does (but without counting
+     * a hold: names released as a set are not counted per name): every
+     * entry above i is a kept one by then, and the name index follows. */
+    for (int i = s->nheld - 1; i >= 0; i--) {
+        if (!gone[i]) continue;
+        rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
+        free(s->held[i].res);
+        s->held[i] = s->held[--s->nheld];
     }
-    if (kept < s->nheld) rl_nameindex_drop(&s->byname);
-    s->nheld = kept;
     pthread_mutex_unlock(&s->mu);
     free(gone);
     if (!token && !held_any) {
