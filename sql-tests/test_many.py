@@ -355,6 +355,11 @@ def test_counter_not_a_whole_number_is_refused_1n():
         for k in ("wc:a", "wc:b", "wc:c"):
             no_key(c, k, "nothing written when a counter holds %r (%s)" % (bad, msg))
         eq(c[0].get("wc:a:fence"), None, "no counter written when wc:b's holds %r" % bad)
+    other = h.connect(env(c))
+    otok = is_token(value(other, "SELECT redlock_acquire(?, 10000)", "wc:c"), "another connection holds wc:c")
+    eq(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), None, "a name held elsewhere is the answer before a bad "
+       "counter (refused, not an error)")
+    eq(value(other, "SELECT redlock_release(?, ?)", "wc:c", otok), 1, "wc:c released")
     c[0].cmd("DEL", "wc:b:fence")
     tok = is_token(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), "taken once the counter is gone")
     eq(value(con, RMT, js("wc:a", "wc:b", "wc:c"), tok), 3, "released")

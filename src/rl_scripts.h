@@ -216,7 +216,9 @@
  * at most. Up to 1,000 names, one MSETNX (after the counters are read, so
  * that a bad counter fails before anything is written) both looks and
  * sets, and only a refusal looks key by key for the one that is taken;
- * more names are looked at first with EXISTS. */
+ * more names are looked at first with EXISTS. A name taken elsewhere is
+ * the answer before a bad counter is, as when the keys were looked at
+ * first. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
     "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \
@@ -226,7 +228,8 @@
     "if fenced then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
     "for j = 1, #v do local t = v[j] or '0' " \
-    "if #t > 15 or not string.find(t, '^%d+$') then return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. " \
+    "if #t > 15 or not string.find(t, '^%d+$') then local held = n <= 1000 and taken(1, n) " \
+    "if held then return held end return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. " \
     "' is not a whole number from 0 to 999999999999999') end " \
     "fs[a - n + j - 1] = string.format('%.0f', tonumber(t) + 1) end end end " \
     "local call, tok, kv = redis.call, ARGV[1], {} " \
