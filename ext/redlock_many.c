@@ -1,9 +1,9 @@
 /* redlock_many: the SQL functions redlock_acquire_many and
  * redlock_release_many. The names come as a JSON array of strings (as
  * json_group_array builds it), read directly when it is a plain one and
- * otherwise with SQLite's own JSON functions on the calling connection; each function checks its arguments, calls the
- * session, and turns the outcome into a value, a NULL, or an error that
- * starts with "redlock: ".
+ * otherwise with SQLite's own JSON functions on the calling connection;
+ * each function checks its arguments, calls the session, and turns the
+ * outcome into a value, a NULL, or an error that starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_many.h"
 

@@ -208,17 +208,16 @@
  * string, in the order of the names, which costs both ends far less than
  * one integer reply per name (made with string.format: Lua's own
  * conversion of a number to text may give an exponent on Redis 7.2 and
- * later, which INCR would then refuse). Keys are
- * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIRE each, as
- * Redis has no command giving many keys a TTL; the script runs whole or not
- * at all, so no key is left without one): each call from a script costs
- * more than the work it does, and Lua's unpack takes a few thousand values
- * at most. Up to 1,000 names, one MSETNX (after the counters are read, so
- * that a bad counter fails before anything is written) both looks and
- * sets, and only a refusal looks key by key for the one that is taken;
- * more names are looked at first with EXISTS. A name taken elsewhere is
- * the answer before a bad counter is, as when the keys were looked at
- * first. */
+ * later, which INCR would then refuse). Keys are looked at and set 1,000
+ * to a call (MGET, MSET; then one PEXPIRE each, as Redis has no command
+ * giving many keys a TTL; the script runs whole or not at all, so no key is
+ * left without one): each call from a script costs more than the work it
+ * does, and Lua's unpack takes a few thousand values at most. Up to 1,000
+ * names, one MSETNX (after the counters are read, so that a bad counter
+ * fails before anything is written) both looks and sets, and only a
+ * refusal looks key by key for the one that is taken; more names are looked
+ * at first with EXISTS. A name taken elsewhere is the answer before a bad
+ * counter is, as when the keys were looked at first. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
     "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \

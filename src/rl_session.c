@@ -123,12 +123,18 @@ int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked) 
     return n;
 }
 
-/* Caller holds s->mu. */
-static void forget(rl_session *s, int i) {
-    count_hold(s, &s->held[i]);
+/* Takes entry i off the list, the last entry moving into its place, and
+ * off the name index. Caller holds s->mu. */
+static void unlist(rl_session *s, int i) {
     rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
+}
+
+/* Caller holds s->mu. */
+static void forget(rl_session *s, int i) {
+    count_hold(s, &s->held[i]);
+    unlist(s, i);
 }
 
 /* Records a new lock taken at now_us, without starting the keeper;
@@ -830,16 +836,12 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         was_lost[m++] = (unsigned char)lost;
     }
     /* Gone from this session before the network call, as for one lock: the
-     * keeper stops extending them now. From the top down, each by moving
-     * the last entry into its place, as forget does (but without counting
-     * a hold: names released as a set are not counted per name): every
-     * entry above i is a kept one by then, and the name index follows. */
-    for (int i = s->nheld - 1; i >= 0; i--) {
-        if (!gone[i]) continue;
-        rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
-        free(s->held[i].res);
-        s->held[i] = s->held[--s->nheld];
-    }
+     * keeper stops extending them now. From the top down, as unlist moves
+     * the last entry into the place it frees: every entry above i is a kept
+     * one by then. (No hold is counted: names released as a set are not
+     * counted per name.) */
+    for (int i = s->nheld - 1; i >= 0; i--)
+        if (gone[i]) unlist(s, i);
     pthread_mutex_unlock(&s->mu);
     free(gone);
     if (!token && !held_any) {
