@@ -238,10 +238,12 @@ def test_release_after_failed_attempt_is_bounded_3n():
         report("faults-timing failed-attempt-with-hung-node n=3 %.0fms" % (t * 1000))
 
 
-def test_client_pauses_are_not_node_timeouts_5n():
+def _client_pauses_are_not_node_timeouts(count):
     """The client process itself is paused again and again (SIGSTOP for
     PAUSE_S, longer than timeout_ms: a GC pause, a loaded host) while it
-    takes and gives back a lock on 5 healthy nodes. Replies that arrived
+    takes and gives back a lock on `count` healthy nodes (on one node, the
+    connection waits inside recv, which a stop and continue interrupts;
+    on five, inside ppoll). Replies that arrived
     while it was paused must be read, not taken for timeouts: no call may
     fail. timeout_ms is 250 here, not the default 50, so that a node slowed
     by a loaded host is not what fails a call: this test is about the
@@ -251,7 +253,7 @@ def test_client_pauses_are_not_node_timeouts_5n():
     import random
     import signal
     import threading
-    with h.Cluster(5) as c:
+    with h.Cluster(count) as c:
         p = h.SqlProc(c, timeout_ms=PAUSE_TIMEOUT_MS)
         stop = threading.Event()
         pauses = [0]
@@ -286,7 +288,42 @@ def test_client_pauses_are_not_node_timeouts_5n():
             stop.set()
             t.join()
             os.kill(p.proc.pid, signal.SIGCONT)
-        report("faults-timing client paused %dms %d times: %d calls, %d failed"
-               % (PAUSE_S * 1000, pauses[0], calls, len(errors)))
+        report("faults-timing client paused %dms %d times on %d nodes: %d calls, %d failed"
+               % (PAUSE_S * 1000, pauses[0], count, calls, len(errors)))
         check(not errors, "%d of %d calls failed while the client was paused now and then, "
               "e.g. %r" % (len(errors), calls, errors[:2]))
+
+
+for _n in (1, 5):
+    h.register(globals(), "test_client_pauses_are_not_node_timeouts_%dn" % _n, _client_pauses_are_not_node_timeouts, _n)
+
+
+WHOLE_TIMEOUT_MS = 2000   # the next test's timeout_ms
+LATE_REPLY_MS = 1870      # its reply delay: inside the last eighth of that timeout
+
+
+def test_one_node_gets_its_whole_timeout_1n():
+    """A connection waiting for one node alone waits inside recv, timed by
+    SO_RCVTIMEO, which the kernel counts in coarse ticks, so that wait is set
+    short of the deadline and the rest is polled. A reply late in
+    timeout_ms (after that recv has given up) still counts; a node that
+    never answers fails the call, and not before timeout_ms has passed."""
+    with h.Cluster(1) as c, FaultProxy(c[0].host, c[0].port) as proxy:
+        con = h.connect([proxy.url], timeout_ms=WHOLE_TIMEOUT_MS)
+        eq(value(con, "SELECT redlock_release('whole', redlock_acquire('whole', 10000))"), 1, "a cycle, replies at once")
+        proxy.delay_replies(LATE_REPLY_MS)
+        tok, t = timed(lambda: value(con, "SELECT redlock_acquire('whole', 30000)"))
+        is_token(tok, "acquire whose reply comes %d ms late, timeout_ms %d" % (LATE_REPLY_MS, WHOLE_TIMEOUT_MS))
+        holds(c, "whole", tok, 30000, "the node")
+        check(t >= LATE_REPLY_MS / 1000, "the acquire returned after %.3fs, before its reply could come" % t)
+        eq(value(con, "SELECT redlock_release('whole')"), 1, "release whose reply comes late")
+        proxy.blackhole()
+        t0 = time.monotonic()
+        redlock_error(con, "SELECT redlock_acquire('whole', 10000)",
+                      contains=[proxy.url[len("redis://"):], "no answer within %d ms" % WHOLE_TIMEOUT_MS],
+                      what="acquire on a node that never answers")
+        t = time.monotonic() - t0
+        check(WHOLE_TIMEOUT_MS / 1000 <= t < WHOLE_TIMEOUT_MS / 1000 + BOUND,
+              "the node that never answers was given up after %.3fs (timeout_ms %d)" % (t, WHOLE_TIMEOUT_MS))
+        report("faults-timing one node, reply %d ms late: acquired; silent: failed after %.0f ms"
+               % (LATE_REPLY_MS, t * 1000))

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* Marks c broken with the first reason only (what, and errno e when not 0). */
@@ -21,6 +22,13 @@ static int set_broken(rl_conn *c, rl_error_kind kind, const char *what, int e) {
         else rl_error_set(&c->err, kind, "%s", what);
     }
     return -1;
+}
+
+/* Once connected, the socket may block: every send and recv but
+ * rl_conn_wait_read's passes MSG_DONTWAIT, so only that one waits. */
+static void connected(rl_conn *c) {
+    int fl = fcntl(c->fd, F_GETFL);
+    c->can_block = fl >= 0 && fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK) == 0;
 }
 
 rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, rl_error *err) {
@@ -46,7 +54,8 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, rl_error *
             return NULL;
         }
         c->connecting = 1;
-    }
+    } else
+        connected(c);
     return c;
 }
 
@@ -141,6 +150,7 @@ static int finish_connect(rl_conn *c) {
     if (e == EINPROGRESS || e == EALREADY) return 0;
     if (e) return set_broken(c, RL_ERR_IO, "connect", e);
     c->connecting = 0;
+    connected(c);
     return 0;
 }
 
@@ -152,8 +162,38 @@ static int plain_first_bytes(rl_conn *c, const char *buf) {
     return tls ? set_broken(c, RL_ERR_IO, "the server answered in TLS; this port serves TLS (use rediss:// for it)", 0) : 0;
 }
 
+/* One recv on a plain connection (flags: MSG_DONTWAIT, or 0 to wait as
+ * SO_RCVTIMEO allows). Returns the bytes read, 0 when none came (nothing
+ * there, the wait ran out, a signal), -1 when the connection broke. */
+static ssize_t plain_recv(rl_conn *c, char *buf, size_t len, int flags) {
+    ssize_t n;
+    do n = recv(c->fd, buf, len, flags);
+    while (n < 0 && errno == EINTR && flags == MSG_DONTWAIT);
+    if (n == 0)
+        return set_broken(c, RL_ERR_IO, c->got_any ? "connection closed by the server" :
+                                         "connection closed by the server before any reply (if this port serves "
+                                         "TLS, use rediss://)", 0);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+        if (!c->got_any && errno == ECONNRESET)
+            return set_broken(c, RL_ERR_IO, "recv: connection reset before any reply (if this port serves TLS, use rediss://)", 0);
+        return set_broken(c, RL_ERR_IO, "recv", errno);
+    }
+    return plain_first_bytes(c, buf) != 0 ? -1 : n;
+}
+
+/* Hands n bytes to the reply reader. */
+static int feed(rl_conn *c, const char *buf, size_t n) {
+    if (redisReaderFeed(c->reader, buf, n) != REDIS_OK) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
+    if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
+        return set_broken(c, RL_ERR_PROTOCOL, "protocol error: a reply larger than 16 MiB", 0);
+    return 0;
+}
+
+#define RL_READ_CHUNK 16384
+
 static int read_in(rl_conn *c) {
-    char buf[16384];
+    char buf[RL_READ_CHUNK];
     for (;;) {
         ssize_t n;
         if (c->ssl) {
@@ -163,26 +203,42 @@ static int read_in(rl_conn *c) {
             if (n == 0) return 0;
             c->got_any = 1;
         } else {
-            n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (n == 0) return set_broken(c, RL_ERR_IO, c->got_any ? "connection closed by the server" :
-                                         "connection closed by the server before any reply (if this port serves "
-                                         "TLS, use rediss://)", 0);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-                if (!c->got_any && errno == ECONNRESET)
-                    return set_broken(c, RL_ERR_IO, "recv: connection reset before any reply (if this port serves TLS, use rediss://)", 0);
-                return set_broken(c, RL_ERR_IO, "recv", errno);
-            }
-            if (plain_first_bytes(c, buf) != 0) return -1;
+            n = plain_recv(c, buf, sizeof buf, MSG_DONTWAIT);
+            if (n <= 0) return (int)n;
         }
-        if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
-        if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
-            return set_broken(c, RL_ERR_PROTOCOL, "protocol error: a reply larger than 16 MiB", 0);
+        if (feed(c, buf, (size_t)n) != 0) return -1;
         /* A short read emptied the socket; with TLS, records already taken
          * from it may still hold bytes, which no poll would announce. */
         if ((size_t)n < sizeof buf && !(c->ssl && rl_tls_pending(c->ssl))) return 0;
     }
+}
+
+/* The receive timeout to set for a wait of wait_us, or 0 when the wait is
+ * too short to do this way. The kernel counts it in ticks (10 ms at the
+ * lowest tick rate) and, for longer waits, in coarser steps (at most an
+ * eighth of the wait), always rounding up: what is set leaves room for
+ * both, so the wait never ends after wait_us. Whole milliseconds, so that
+ * rounds whose waits differ by microseconds keep the value already set. */
+static int64_t recv_timeout_for(int64_t wait_us) {
+    int64_t t = wait_us - wait_us / 8 - 10000;
+    return t >= 5000 ? t / 1000 * 1000 : 0;
+}
+
+int rl_conn_wait_read(rl_conn *c, int64_t wait_us) {
+    if (!c->can_block || c->ssl || c->broken || c->connecting || c->out.off < c->out.len) return -1;
+    int64_t t = recv_timeout_for(wait_us);
+    if (!t) return -1;
+    if (c->recv_timeout_us > t || c->recv_timeout_us < t - 2000) {
+        struct timeval tv = {.tv_sec = t / 1000000, .tv_usec = (suseconds_t)(t % 1000000)};
+        if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return -1;
+        c->recv_timeout_us = t;
+    }
+    char buf[RL_READ_CHUNK];
+    ssize_t n = plain_recv(c, buf, sizeof buf, 0);
+    if (n <= 0) return n < 0;
+    if (feed(c, buf, (size_t)n) != 0) return 1;
+    if ((size_t)n == sizeof buf) read_in(c);
+    return 1;
 }
 
 static int handshake(rl_conn *c) {

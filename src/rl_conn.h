@@ -9,7 +9,8 @@
  * read pops the tag at its head, so a late reply is always matched to the
  * command that asked for it and never to a later one.
  *
- * Nothing here blocks; the caller polls rl_conn_fd() for rl_conn_events().
+ * Nothing here blocks but rl_conn_wait_read, which waits a bounded time;
+ * otherwise the caller polls the fd for rl_conn_events().
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_CONN_H
 #define RL_CONN_H
@@ -47,6 +48,8 @@ typedef struct rl_conn {
     rl_tag *tags;  /* ring buffer of commands awaiting a reply */
     size_t head, count, cap;
     int push;      /* pub/sub: replies come unasked; commands carry no tag */
+    int can_block; /* connected, and the socket is in blocking mode (rl_conn_wait_read) */
+    int64_t recv_timeout_us; /* SO_RCVTIMEO as last set (0: never) */
 } rl_conn;
 
 /* Starts connecting to addr. Returns a new connection (free with
@@ -71,6 +74,14 @@ short rl_conn_events(const rl_conn *c);
 /* Makes progress on whatever poll reported (connect, send, receive).
  * Returns 0, or -1 when the connection broke (c->err says why). */
 int rl_conn_progress(rl_conn *c, short revents);
+
+/* Waits up to wait_us for bytes on a plain connection that has nothing to
+ * send, and reads them: one system call where poll and recv take two.
+ * Returns 1 when it read (or the connection broke: see c->broken), 0 when
+ * nothing came (it may give up a little early, never late), -1 when c
+ * cannot wait this way (TLS, not connected yet, bytes to send, a wait too
+ * short to time this way): poll it instead. */
+int rl_conn_wait_read(rl_conn *c, int64_t wait_us);
 
 /* Takes the next complete reply, if any: returns 1 with *tag and *reply set
  * (the caller frees the reply with rl_reply_free; on a push connection the

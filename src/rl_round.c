@@ -313,8 +313,12 @@ static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, in
     if (!now) now = rl_now_us();
     int64_t wait = wake > now ? wake - now : 0;
     struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
-    int ready = k ? ppoll(pfd, (nfds_t)k, &ts, NULL) : 0;
+    /* One connection waited on (one node, say) is read by a receive that
+     * waits itself: a system call less per round than ppoll and recv. */
+    int read_one = k == 1 && pfd[0].events == POLLIN ? rl_conn_wait_read(conns[0], wait) : -1;
+    int ready = read_one >= 0 ? 0 : k ? ppoll(pfd, (nfds_t)k, &ts, NULL) : 0;
     now = rl_now_us(); /* before the replies are handled: their latency, and no stall judged late */
+    if (read_one > 0) read_replies(c, r, op, who[0], conns[0], now);
     for (int j = 0; ready > 0 && j < k; j++) {
         if (!pfd[j].revents) continue;
         progress(c, who[j], conns[j], pfd[j].revents);
@@ -331,16 +335,24 @@ out:
     return now;
 }
 
-/* Whether a look before the round could change what it does: check_nodes
+/* Whether a look before round r could change what it does: check_nodes
  * has something to do at now, or a stalled connection may hold answers
- * that would end the node's wait (read by no one else when every node of
- * the round is decided without a poll, as with one node). */
-static int needs_service(const rl_client *c, int64_t now) {
+ * that would end its node's wait and that the round's own polls would not
+ * read. Those polls include every stalled connection, so they read it
+ * whenever the round waits for replies; it may not when fewer of its nodes
+ * have a connection than its quorum (one node, say, down and stalled: the
+ * round is decided without a poll). A look costs a system call, and a hung
+ * node's stalled connection stays for up to a minute: looking on every
+ * round made each one a ppoll dearer. */
+static int needs_service(const rl_client *c, const rl_round *r, int64_t now) {
+    int live = 0, stale = 0;
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (node->stale || (node->conn && (node->conn->broken || overdue(node->conn, now)))) return 1;
+        if (node->conn && (node->conn->broken || overdue(node->conn, now))) return 1;
+        if (node->stale) stale = 1;
+        if (node->conn && (!r->only || r->only[i])) live++;
     }
-    return 0;
+    return stale && live < r->quorum;
 }
 
 void rl_round_service(rl_client *c, int64_t wait_us) {
@@ -398,7 +410,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
      * node whose answer is overdue, a broken connection or a stalled one
      * still draining must be settled (marked down) before anything is sent
      * to it. Looking without that costs a system call per round. */
-    if (needs_service(c, r->start_us)) rl_round_service(c, 0);
+    if (needs_service(c, r, r->start_us)) rl_round_service(c, 0);
     /* A script every cycle runs goes by digest to the nodes that have it cached. */
     int script = -1;
     if (c->set.evalsha && r->argc >= 2 && r->argc <= RL_DIGEST_ARGS_MAX && r->lens[0] == 4 &&
