@@ -9,6 +9,7 @@ or not is plain in the measured time; the bounds stay generous."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import os
+import re
 import time
 
 import harness as h
@@ -101,6 +102,10 @@ def test_hung_majority_counted_against_at_once_3n():
         t2 = time.monotonic() - t0
         check(t2 < FAST, "second call took %.3fs: it waited on known-down nodes" % t2)
         check("down" in msg, "the error should say the nodes are down: %r" % msg)
+        for node in (c[0], c[1]):  # the reason and when it is tried again, per node
+            check(re.search(re.escape(node.addr) + r": no answer within %d ms[^;]*\(down; next try in \d+ ms at most, "
+                            r"or as soon as it answers\)" % SLOW_TIMEOUT_MS, msg),
+                  "the error should give %s's reason and next try: %r" % (node.addr, msg))
         t0 = time.monotonic()
         redlock_error(con, "SELECT redlock_release('hm', '0123456789abcdef0123456789abcdef')",
                       what="release with a majority known down")

@@ -447,10 +447,9 @@ void rl_round_run(rl_client *c, rl_round *r) {
         int owes = node->stale && !node->stale->broken && node->stale->count > 0 && now < node->stale_until_us;
         if (node->health == RL_HEALTH_DOWN && (now < node->retry_at_us || owes)) {
             int64_t next = owes && node->stale_until_us > node->retry_at_us ? node->stale_until_us : node->retry_at_us;
-            char why[sizeof v->why];
-            snprintf(why, sizeof why, "%.160s (down; next try in %lld ms%s)", node->last_error,
-                     (long long)((next - now + 999) / 1000), owes ? " at most, or as soon as it answers" : "");
-            set_vote(r, v, RL_V_FAIL, why);
+            set_vote(r, v, RL_V_FAIL, NULL);
+            v->down_next_ms = 1 + (next - now + 999) / 1000;
+            v->down_owes = owes;
             /* A release still reaches a stalled node, behind whatever it owes. */
             if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
                 rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
@@ -527,7 +526,14 @@ void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf
         if (v->state != RL_V_FAIL) continue;
         char name[320];
         rl_node_name(c->nodes[i], name, sizeof name);
-        int k = snprintf(buf + used, buflen - used, "%s%s: %s", first ? "" : "; ", name, v->why);
+        char down[sizeof v->why];
+        const char *why = v->why;
+        if (v->down_next_ms > 0) { /* written only now: see rl_vote */
+            snprintf(down, sizeof down, "%.160s (down; next try in %lld ms%s)", c->nodes[i]->last_error,
+                     v->down_next_ms - 1, v->down_owes ? " at most, or as soon as it answers" : "");
+            why = down;
+        }
+        int k = snprintf(buf + used, buflen - used, "%s%s: %s", first ? "" : "; ", name, why);
         first = 0;
         if (k < 0) break;
         used += (size_t)k;

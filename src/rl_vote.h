@@ -25,6 +25,13 @@ typedef struct rl_vote {
     int timed_out;     /* FAIL because the node did not answer in time */
     long long value;   /* the fence number of a fenced acquire; the PTTL of a check */
     char why[RL_ERR_REASON_MAX]; /* reason of a NO or FAIL */
+    /* A FAIL because the node is down and was not asked: 1 + the ms to its
+     * next try (0: not such a FAIL), and whether it waits for a stalled
+     * connection. Its why is then left empty and written only when
+     * rl_round_describe_failures reads it: a node down for long is skipped
+     * on every round. */
+    long long down_next_ms;
+    int down_owes;
 } rl_vote;
 
 /* Classifies reply r to a command of kind (RL_K_* of rl_kind.h) into an
