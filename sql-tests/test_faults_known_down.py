@@ -223,6 +223,18 @@ def test_hung_node_memory_stays_bounded_3n():
               % (kib[1] - kib[0]))
 
 
+def answered_all(n):
+    """The stalled connection's commands ran on node n (its last was a
+    script: the failed attempt's cleanup, or a release) and every answer
+    left the node (nothing in its query or output buffers): they wait,
+    unread, on the client's socket."""
+    clients = [dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+               for line in n.cmd("CLIENT", "LIST").splitlines()]
+    ours = [x for x in clients if x.get("cmd") != "client|list"]
+    return any(x.get("cmd") in ("eval", "evalsha") for x in ours) and \
+        all(x.get("qbuf") == "0" and x.get("obl") == "0" and x.get("oll") == "0" for x in ours)
+
+
 def test_only_node_answers_again_after_a_stall_1n():
     """The only node stalls (SIGSTOP) with an acquire in flight, which fails
     on its timeout; once it runs again and has answered, the next call
@@ -239,18 +251,34 @@ def test_only_node_answers_again_after_a_stall_1n():
             check("no answer within 150 ms" in e, "the stalled call's error: %r" % e)
         finally:
             n.cont()
-        def answered():
-            # the stalled connection's commands ran (its last was a script:
-            # the failed attempt's cleanup) and every answer left the node
-            # (nothing in its query or output buffers): they wait, unread,
-            # on this client's socket
-            clients = [dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-                       for line in n.cmd("CLIENT", "LIST").splitlines()]
-            ours = [x for x in clients if x.get("cmd") != "client|list"]
-            return any(x.get("cmd") in ("eval", "evalsha") for x in ours) and \
-                all(x.get("qbuf") == "0" and x.get("obl") == "0" and x.get("oll") == "0" for x in ours)
-        h.wait_until(answered, 5, what="the node to answer the stalled connection")
+        h.wait_until(lambda: answered_all(n), 5, what="the node to answer the stalled connection")
         tok = value(con, "SELECT redlock_acquire('st2', 20000)")
         is_token(tok, "an acquire once the node answers again")
         eq(n.get("st2"), tok, "st2 on the node")
         eq(value(con, "SELECT state FROM redlock_nodes"), "up", "the node's state")
+
+
+def test_node_answering_again_counts_when_another_fails_3n():
+    """Node 3 stalls (SIGSTOP), is marked down and its connection kept to
+    drain; it runs again and answers everything owed, and then node 2
+    dies (kill -9). The next acquire must use node 3: its stalled
+    connection is read before the commands go out, so node 3 is asked in
+    that round and, with node 1, makes the quorum. Looking only inside the
+    round (its polls include that connection) is too late: node 3 would be
+    skipped as down, and the round lose on node 2."""
+    with h.Cluster(3) as c:
+        con = h.connect(c, timeout_ms=50)
+        eq(value(con, "SELECT redlock_release('w', redlock_acquire('w', 5000))"), 1, "warm-up")
+        c[2].stop()
+        try:
+            for i in range(3):  # the first pays node 3's timeout; the others skip it
+                is_token(value(con, "SELECT redlock_acquire(?, 5000)", "w%d" % i), "acquire with node 3 hung")
+            eq(row_of(con, c[2])["state"], "down", "node 3 after its stall")
+        finally:
+            c[2].cont()
+        h.wait_until(lambda: answered_all(c[2]), 5, what="node 3 to answer the stalled connection")
+        c[1].kill9()
+        tok = value(con, "SELECT redlock_acquire('after', 5000)")
+        is_token(tok, "acquire with node 3 answering again and node 2 dead")
+        for node in (c[0], c[2]):
+            eq(node.get("after"), tok, "the lock on node %s" % node.addr)

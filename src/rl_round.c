@@ -306,8 +306,11 @@ static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, in
             pfd[k] = (struct pollfd){.fd = cs[j]->fd, .events = ev};
             who[k] = i;
             conns[k++] = cs[j];
+            /* A stalled connection's own deadlines are past: it is waited
+             * on at most until it is given up. */
             const rl_tag *oldest = rl_conn_oldest(cs[j]);
             if (j == 0 && oldest && oldest->deadline_us < wake) wake = oldest->deadline_us;
+            if (j == 1 && node->stale_until_us < wake) wake = node->stale_until_us;
         }
     }
     if (!now) now = rl_now_us();
@@ -335,15 +338,24 @@ out:
     return now;
 }
 
+/* How often a stalled connection is looked at before a round even when
+ * the round's own polls would read it. */
+#define RL_STALE_LOOK_US 1000
+
 /* Whether a look before round r could change what it does: check_nodes
  * has something to do at now, or a stalled connection may hold answers
- * that would end its node's wait and that the round's own polls would not
- * read. Those polls include every stalled connection, so they read it
- * whenever the round waits for replies; it may not when fewer of its nodes
- * have a connection than its quorum (one node, say, down and stalled: the
- * round is decided without a poll). A look costs a system call, and a hung
- * node's stalled connection stays for up to a minute: looking on every
- * round made each one a ppoll dearer. */
+ * that would end its node's wait. Whether the node is asked is decided as
+ * the commands go out, before any poll; the round's own polls, which
+ * include every stalled connection, would read those answers only after.
+ * A node that answered again would then miss that round, which fails if
+ * another node fails in it (or the round is decided without a poll: one
+ * node, say). So the look is made when fewer of the round's nodes have a
+ * connection than its quorum, and otherwise at most every
+ * RL_STALE_LOOK_US: a look costs a system call, and a hung node's stalled
+ * connection stays for up to a minute, which made every round a ppoll
+ * dearer. A node that answers again within that much of a round that
+ * loses another node can still miss it, as one answering just after the
+ * look always could. */
 static int needs_service(const rl_client *c, const rl_round *r, int64_t now) {
     int live = 0, stale = 0;
     for (int i = 0; i < c->n; i++) {
@@ -352,7 +364,7 @@ static int needs_service(const rl_client *c, const rl_round *r, int64_t now) {
         if (node->stale) stale = 1;
         if (node->conn && (!r->only || r->only[i])) live++;
     }
-    return stale && live < r->quorum;
+    return stale && (live < r->quorum || now - c->looked_us >= RL_STALE_LOOK_US);
 }
 
 void rl_round_service(rl_client *c, int64_t wait_us) {
@@ -360,9 +372,15 @@ void rl_round_service(rl_client *c, int64_t wait_us) {
     pump(c, NULL, 0, now + (wait_us > 0 ? wait_us : 0), now);
 }
 
+/* Whether a connection still owes replies that may come: a broken one's
+ * never will (the next round's check_nodes closes it), and waiting for
+ * them would leave nothing but a hung node's stalled connection to wake
+ * the wait. */
 static int anything_pending(const rl_client *c) {
-    for (int i = 0; i < c->n; i++)
-        if (c->nodes[i]->conn && c->nodes[i]->conn->count > 0) return 1;
+    for (int i = 0; i < c->n; i++) {
+        const rl_conn *conn = c->nodes[i]->conn;
+        if (conn && !conn->broken && conn->count > 0) return 1;
+    }
     return 0;
 }
 
@@ -410,7 +428,10 @@ void rl_round_run(rl_client *c, rl_round *r) {
      * node whose answer is overdue, a broken connection or a stalled one
      * still draining must be settled (marked down) before anything is sent
      * to it. Looking without that costs a system call per round. */
-    if (needs_service(c, r, r->start_us)) rl_round_service(c, 0);
+    if (needs_service(c, r, r->start_us)) {
+        rl_round_service(c, 0);
+        c->looked_us = r->start_us;
+    }
     /* A script every cycle runs goes by digest to the nodes that have it cached. */
     int script = -1;
     if (c->set.evalsha && r->argc >= 2 && r->argc <= RL_DIGEST_ARGS_MAX && r->lens[0] == 4 &&
