@@ -387,6 +387,9 @@ static int anything_pending(const rl_client *c) {
 void rl_round_settle(rl_client *c) {
     pthread_mutex_lock(&c->mu);
     while (anything_pending(c)) pump(c, NULL, 0, INT64_MAX, 0);
+    /* A connection that broke after its round (a cleanup's send) is
+     * settled too: its node is marked down now, not at the next round. */
+    check_nodes(c, NULL, rl_now_us());
     pthread_mutex_unlock(&c->mu);
 }
 
