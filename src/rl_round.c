@@ -299,7 +299,7 @@ static int64_t pump(rl_client *c, rl_round *r, uint64_t op, int64_t until_us, in
     int64_t wake = until_us;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
-        rl_conn *cs[2] = {node->conn, node->stale};
+        rl_conn *cs[2] = {node->conn, !r || r->polls_stale ? node->stale : NULL};
         for (int j = 0; j < 2; j++) {
             short ev = cs[j] ? rl_conn_events(cs[j]) : 0;
             if (!ev) continue;
@@ -345,26 +345,28 @@ out:
 /* Whether a look before round r could change what it does: check_nodes
  * has something to do at now, or a stalled connection may hold answers
  * that would end its node's wait. Whether the node is asked is decided as
- * the commands go out, before any poll; the round's own polls, which
- * include every stalled connection, would read those answers only after.
- * A node that answered again would then miss that round, which fails if
- * another node fails in it (or the round is decided without a poll: one
- * node, say). So the look is made when fewer of the round's nodes have a
- * connection than its quorum, and otherwise at most every
- * RL_STALE_LOOK_US: a look costs a system call, and a hung node's stalled
- * connection stays for up to a minute, which made every round a ppoll
- * dearer. A node that answers again within that much of a round that
- * loses another node can still miss it, as one answering just after the
- * look always could. */
-static int needs_service(const rl_client *c, const rl_round *r, int64_t now) {
-    int live = 0, stale = 0;
+ * the commands go out, before any poll, so a poll inside the round would
+ * read those answers too late: the node would miss the round, which fails
+ * if another node fails in it. The look is made when fewer of the round's
+ * nodes have a connection than its quorum (the round may then be decided
+ * without any poll: one node, say; its polls include the stalled
+ * connections too), and otherwise at most every RL_STALE_LOOK_US: a look
+ * costs a system call, and a hung node's stalled connection stays for up
+ * to a minute. Then the round's polls leave stalled connections out, so a
+ * round left waiting on one live node is read by recv itself (pump), not
+ * by ppoll over it and a hung one. A node that answers again within that
+ * much of a round that loses another node can still miss it, as one
+ * answering just after the look always could. Sets r->polls_stale. */
+static int needs_service(const rl_client *c, rl_round *r, int64_t now) {
+    int live = 0, stale = 0, service = 0;
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (node->conn && (node->conn->broken || overdue(node->conn, now))) return 1;
+        if (node->conn && (node->conn->broken || overdue(node->conn, now))) service = 1;
         if (node->stale) stale = 1;
         if (node->conn && (!r->only || r->only[i])) live++;
     }
-    return stale && (live < r->quorum || now - c->looked_us >= RL_STALE_LOOK_US);
+    r->polls_stale = stale && live < r->quorum;
+    return service || r->polls_stale || (stale && now - c->looked_us >= RL_STALE_LOOK_US);
 }
 
 void rl_round_service(rl_client *c, int64_t wait_us) {
