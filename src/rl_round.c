@@ -436,6 +436,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
     if (needs_service(c, r, r->start_us)) {
         rl_round_service(c, 0);
         c->looked_us = r->start_us;
+        needs_service(c, r, r->start_us); /* r->polls_stale for the connections the look left */
     }
     /* A script every cycle runs goes by digest to the nodes that have it cached. */
     int script = -1;
