@@ -342,31 +342,40 @@ out:
  * the round's own polls would read it. */
 #define RL_STALE_LOOK_US 1000
 
+/* Whether round r's polls include stalled connections: only when fewer of
+ * its nodes have a connection than its quorum (the round may then be
+ * decided without any poll: one node, say). Otherwise the looks before
+ * rounds (needs_service) read them, and a round left waiting on one live
+ * node is read by recv itself (pump), not by ppoll over it and a hung one. */
+static int polls_stale(const rl_client *c, const rl_round *r) {
+    int live = 0, stale = 0;
+    for (int i = 0; i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        if (node->stale) stale = 1;
+        if (node->conn && (!r->only || r->only[i])) live++;
+    }
+    return stale && live < r->quorum;
+}
+
 /* Whether a look before round r could change what it does: check_nodes
  * has something to do at now, or a stalled connection may hold answers
  * that would end its node's wait. Whether the node is asked is decided as
  * the commands go out, before any poll, so a poll inside the round would
  * read those answers too late: the node would miss the round, which fails
- * if another node fails in it. The look is made when fewer of the round's
- * nodes have a connection than its quorum (the round may then be decided
- * without any poll: one node, say; its polls include the stalled
- * connections too), and otherwise at most every RL_STALE_LOOK_US: a look
- * costs a system call, and a hung node's stalled connection stays for up
- * to a minute. Then the round's polls leave stalled connections out, so a
- * round left waiting on one live node is read by recv itself (pump), not
- * by ppoll over it and a hung one. A node that answers again within that
- * much of a round that loses another node can still miss it, as one
- * answering just after the look always could. Sets r->polls_stale. */
-static int needs_service(const rl_client *c, rl_round *r, int64_t now) {
-    int live = 0, stale = 0, service = 0;
+ * if another node fails in it. The look is made whenever the round's polls
+ * include stalled connections (r->polls_stale), and otherwise at most
+ * every RL_STALE_LOOK_US: a look costs a system call, and a hung node's
+ * stalled connection stays for up to a minute. A node that answers again
+ * within that much of a round that loses another node can still miss it,
+ * as one answering just after the look always could. */
+static int needs_service(const rl_client *c, const rl_round *r, int64_t now) {
+    int stale = 0;
     for (int i = 0; i < c->n; i++) {
         const rl_node *node = c->nodes[i];
-        if (node->conn && (node->conn->broken || overdue(node->conn, now))) service = 1;
+        if (node->conn && (node->conn->broken || overdue(node->conn, now))) return 1;
         if (node->stale) stale = 1;
-        if (node->conn && (!r->only || r->only[i])) live++;
     }
-    r->polls_stale = stale && live < r->quorum;
-    return service || r->polls_stale || (stale && now - c->looked_us >= RL_STALE_LOOK_US);
+    return r->polls_stale || (stale && now - c->looked_us >= RL_STALE_LOOK_US);
 }
 
 void rl_round_service(rl_client *c, int64_t wait_us) {
@@ -433,10 +442,11 @@ void rl_round_run(rl_client *c, rl_round *r) {
      * node whose answer is overdue, a broken connection or a stalled one
      * still draining must be settled (marked down) before anything is sent
      * to it. Looking without that costs a system call per round. */
+    r->polls_stale = polls_stale(c, r);
     if (needs_service(c, r, r->start_us)) {
         rl_round_service(c, 0);
         c->looked_us = r->start_us;
-        needs_service(c, r, r->start_us); /* r->polls_stale for the connections the look left */
+        r->polls_stale = polls_stale(c, r); /* of the connections the look left */
     }
     /* A script every cycle runs goes by digest to the nodes that have it cached. */
     int script = -1;

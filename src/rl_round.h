@@ -52,8 +52,8 @@ typedef struct rl_round {
                                    duplicate, restart guard, failed AUTH) */
     int64_t start_us, end_us;
     uint64_t op;                /* the tag of this round's commands */
-    int polls_stale;            /* its polls include stalled connections (see
-                                   needs_service in rl_round.c) */
+    int polls_stale;            /* its polls include stalled connections (set
+                                   by rl_round_run: polls_stale in rl_round.c) */
 } rl_round;
 
 /* Runs the round. Caller holds c->mu and provides r->votes[c->n]. */
