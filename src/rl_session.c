@@ -83,7 +83,7 @@ static int64_t left_ms(const rl_held *h) {
     return left > 0 ? left : 0;
 }
 
-/* Index of the held lock on res, or -1. Caller holds s->mu. */
+/* The name of held lock i, for the name index. */
 static const char *held_name(const void *items, int i, size_t *len) {
     const rl_held *h = (const rl_held *)items + i;
     *len = h->reslen;
