@@ -5,11 +5,13 @@
  * at once over non-blocking connections, and waits for every reply before
  * going on:
  *
- *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 3 key key:holder key:fence token ttl details fence_ttl
- *   fencing off: EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 2 key key:holder token ttl details
+ *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 3 key key:fence floor token ttl details fence_ttl
+ *   fencing off: EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 1 key token ttl details
  *   (with "noholder", as the engine with holder_info 0:
- *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_FENCED> 2 key key:fence token ttl fence_ttl
+ *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_FENCED> 3 key key:fence floor token ttl fence_ttl
  *   fencing off: SET key token NX PX ttl)
+ *   (floor: the fencing floor of the key, src/rl_floor.h: RL_FLOOR_NAME, as
+ *   the key prefix is "" and the keys have no hash tag)
  *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token "" key:released
  *                (the release script publishes on that channel, to wake waiters;
  *                "" is the engine's key_prefix setting, its default: KEYPREFIX
@@ -48,6 +50,7 @@
 #include <hiredis/hiredis.h>
 
 #include "rl_evalsha.h"
+#include "rl_floor.h"   /* RL_FLOOR_NAME only */
 #include "rl_random.h"  /* RL_TOKEN_LEN only */
 #include "rl_resp.h"    /* rl_resp_decimal */
 #include "rl_scripts.h"
@@ -220,26 +223,27 @@ int main(int argc, char **argv) {
     const int warmup = 200;
     double cpu0 = 0;
     for (uint64_t i = 1;; i++) {
-        char key[128], fkey[160], chan[160], hkey[160], details[300], token[RL_TOKEN_LEN + 1];
+        char key[128], fkey[160], chan[160], details[300], token[RL_TOKEN_LEN + 1];
         int kl = snprintf(key, sizeof key, "%s%llu", prefix, (unsigned long long)i);
         int fl = snprintf(fkey, sizeof fkey, "%s:fence", key);
         int cl = snprintf(chan, sizeof chan, "%s" RL_RELEASED_SUFFIX, key);
         make_token(seed + i, token);
         if (holder) {
-            int hl = snprintf(hkey, sizeof hkey, "%s:holder", key);
             size_t dl = make_details(details);
-            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fencing ? "3" : "2", key, hkey,
-                               fencing ? fkey : token, fencing ? token : TTL_MS, fencing ? TTL_MS : details,
-                               details, FENCE_TTL_MS};
-            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, (size_t)hl,
-                          fencing ? (size_t)fl : RL_TOKEN_LEN, fencing ? RL_TOKEN_LEN : sizeof TTL_MS - 1,
-                          fencing ? sizeof TTL_MS - 1 : dl, dl, sizeof FENCE_TTL_MS - 1};
-            round_all(fencing ? 10 : 8, a, l, fencing ? ok_fenced : ok_set);
+            const char *fa[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, "3", key, fkey, RL_FLOOR_NAME, token, TTL_MS,
+                                details, FENCE_TTL_MS};
+            size_t fl_[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, (size_t)fl, sizeof RL_FLOOR_NAME - 1,
+                            RL_TOKEN_LEN, sizeof TTL_MS - 1, dl, sizeof FENCE_TTL_MS - 1};
+            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, "1", key, token, TTL_MS, details};
+            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, RL_TOKEN_LEN, sizeof TTL_MS - 1, dl};
+            if (fencing) round_all(10, fa, fl_, ok_fenced);
+            else round_all(7, a, l, ok_set);
         } else if (fencing) {
-            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", key, fkey, token, TTL_MS, FENCE_TTL_MS};
-            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, (size_t)kl, (size_t)fl, RL_TOKEN_LEN,
-                          sizeof TTL_MS - 1, sizeof FENCE_TTL_MS - 1};
-            round_all(8, a, l, ok_fenced);
+            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "3", key, fkey, RL_FLOOR_NAME, token, TTL_MS,
+                               FENCE_TTL_MS};
+            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, (size_t)kl, (size_t)fl, sizeof RL_FLOOR_NAME - 1,
+                          RL_TOKEN_LEN, sizeof TTL_MS - 1, sizeof FENCE_TTL_MS - 1};
+            round_all(9, a, l, ok_fenced);
         } else {
             const char *a[] = {"SET", key, token, "NX", "PX", TTL_MS};
             size_t l[] = {3, (size_t)kl, RL_TOKEN_LEN, 2, 2, sizeof TTL_MS - 1};

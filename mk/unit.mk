@@ -5,7 +5,7 @@
 #   make unit             build and run build/unit/unit
 # SPDX-License-Identifier: BSD-3-Clause
 
-UNIT_ENGINE := src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_nameindex.c src/rl_proc.c src/rl_random.c src/rl_resp.c \
+UNIT_ENGINE := src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_floor.c src/rl_nameindex.c src/rl_proc.c src/rl_random.c src/rl_resp.c \
                src/rl_text.c src/rl_vote.c
 UNIT_CC     := $(if $(filter 1,$(SANITIZE)),$(SAN_CC),$(CC))
 UNIT_FLAGS  := $(if $(filter 1,$(SANITIZE)),$(SAN_FLAGS),-O1 -g)

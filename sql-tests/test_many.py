@@ -162,23 +162,37 @@ def test_minority_down_majority_down_3n():
         h.redlock_error(con, RM, js("d:c", "d:d"), contains=("could not release 2 names",))
 
 
+FLOOR = "redlock-fence-floor"
+DAY_MS = 24 * 3600 * 1000
+
+
 def _fences(n):
-    """Each name has its own counter; a later set gets larger numbers for
-    every name in it, whatever else was taken in between."""
+    """A set draws one number for all its names, above each name's counter
+    and the fencing floor, and stores it in the floor only; a single
+    acquire continues above both, so every name's numbers keep growing
+    whichever way it is taken."""
     c = h.shared_cluster(n)
     con = h.connect(env(c))
+    for nd in c:
+        nd.cmd("SET", "f:a:fence", "5")
     is_token(value(con, AM, js("f:a", "f:b"), 10000))
+    eq({r["resource"]: r["fence"] for r in lock_rows(con)}, {"f:a": 6, "f:b": 6}, "one number, above f:a's counter")
+    h.wait_until(lambda: all(nd.get(FLOOR) == "6" for nd in c), 2, what="the floor holds 6 on every node")
+    eq([(nd.get("f:a:fence"), nd.get("f:b:fence")) for nd in c], [("5", None)] * n, "no counter written by the set")
     eq(value(con, RM, js("f:a", "f:b")), 2, "release")
     is_token(value(con, "SELECT redlock_acquire('f:b', 10000)"))
-    eq(value(con, "SELECT redlock_fence('f:b')"), 2, "single acquire continues f:b's numbers")
+    eq(value(con, "SELECT redlock_fence('f:b')"), 7, "a single acquire of f:b continues above the floor")
+    h.wait_until(lambda: all(nd.get("f:b:fence") == "7" for nd in c), 2, what="f:b's counter holds 7")
     eq(value(con, "SELECT redlock_release('f:b')"), 1, "release")
+    for nd in c:
+        nd.cmd("SET", "f:c:fence", "40")
     is_token(value(con, AM, js("f:b", "f:a", "f:c"), 10000))
-    got = {r["resource"]: r["fence"] for r in lock_rows(con)}
-    eq(got, {"f:a": 2, "f:b": 3, "f:c": 1}, "fence per name")
-    for k, f in got.items():
-        h.wait_until(lambda: all(nd.get(k + ":fence") == str(f) for nd in c), 2,
-                     what="counter %s:fence = %d on every node" % (k, f))
+    eq({r["resource"]: r["fence"] for r in lock_rows(con)}, {"f:a": 41, "f:b": 41, "f:c": 41},
+       "above f:c's counter, the highest of the set")
     eq(value(con, "SELECT redlock_release_all()"), 3, "release_all counts every name")
+    is_token(value(con, "SELECT redlock_acquire('f:a', 10000)"))
+    eq(value(con, "SELECT redlock_fence('f:a')"), 42, "f:a's counter (5) lags: the floor (41) decides")
+    eq(value(con, "SELECT redlock_release('f:a')"), 1, "release")
     con.execute("SELECT redlock_config('fencing', 0)")
     is_token(value(con, AM, js("f:a", "f:b"), 10000))
     eq([r["fence"] for r in lock_rows(con)], [None, None], "no fences with fencing off")
@@ -188,25 +202,36 @@ h.for_nodes(globals(), _fences, counts=(1, 3))
 
 
 def test_fence_lagging_counter_written_back_3n():
-    """A node of the quorum whose counters lag (restarted empty) is raised
-    to the quorum's number for every name of the set before the numbers
-    are handed out. Node 2 is down, so the quorum is nodes 1 and 3."""
+    """A node of the quorum whose counters and floor lag (restarted empty)
+    gets its floor raised to the quorum's number before the number is
+    handed out. Node 2 is down, so the quorum is nodes 1 and 3."""
     with h.Cluster(3) as c:
         c[0].cmd("SET", "w:a:fence", "7")
         c[0].cmd("SET", "w:b:fence", "3")
         c[1].kill9()
         con = h.connect(env(c))
         is_token(value(con, AM, js("w:a", "w:b"), 10000))
-        eq({r["resource"]: r["fence"] for r in lock_rows(con)}, {"w:a": 8, "w:b": 4}, "highest of the quorum")
-        eq((c[2].get("w:a:fence"), c[2].get("w:b:fence")), ("8", "4"),
-           "node 3's counters written back before the call returned")
-        check(0 < c[2].pttl("w:a:fence") <= 7 * 24 * 3600 * 1000, "the written-back counter keeps an expiry")
+        eq({r["resource"]: r["fence"] for r in lock_rows(con)}, {"w:a": 8, "w:b": 8}, "highest of the quorum")
+        eq(c[2].get(FLOOR), "8", "node 3's floor written back before the call returned")
+        check(6 * DAY_MS < c[2].pttl(FLOOR) <= 7 * DAY_MS, "the written-back floor keeps fence_ttl_ms")
+        # The next holder, on the quorum nodes 2 and 3 (node 1 down), still draws a larger number.
+        eq(value(con, RM, js("w:a", "w:b")), 2, "release")
+        c[1].restart()
+        c[0].kill9()
+        def took():
+            try:
+                return value(con, "SELECT redlock_acquire('w:b', 10000)") is not None
+            except sqlite3.OperationalError:
+                return False  # node 2 is still in its backoff
+        h.wait_until(took, 10, what="acquire once node 2 is back")
+        f = value(con, "SELECT redlock_fence('w:b')")
+        check(f > 8, "above the number written back to node 3 (failed tries while node 2 came back count too): %r" % f)
 
 
 def test_fence_late_node_written_back_3n():
     """Node 3's counters lag and its replies are slowed through a proxy, so
-    its answer comes after the decision: it still ends up with the numbers
-    handed out (the write-back is queued behind its script)."""
+    its answer comes after the decision: its floor still ends up with the
+    number handed out (the write-back is queued behind its script)."""
     with h.Cluster(3) as c:
         for nd in c[:2]:
             nd.cmd("SET", "v:a:fence", "7")
@@ -218,14 +243,40 @@ def test_fence_late_node_written_back_3n():
             value(con, "SELECT count(*) FROM redlock_nodes")
             slow.delay_replies(150)
             is_token(value(con, AM, js("v:a", "v:b"), 10000))
-            eq([(r["resource"], r["fence"], r["nodes"]) for r in lock_rows(con)], [("v:a", 8, 2), ("v:b", 4, 2)],
-               "numbers and yes votes of the quorum (nodes 1 and 2)")
-            h.wait_until(lambda: (c[2].get("v:a:fence"), c[2].get("v:b:fence")) == ("8", "4"), 3,
-                         what="node 3's counters raised after its late answer")
+            eq([(r["resource"], r["fence"], r["nodes"]) for r in lock_rows(con)], [("v:a", 8, 2), ("v:b", 8, 2)],
+               "the number and yes votes of the quorum (nodes 1 and 2)")
+            h.wait_until(lambda: c[2].get(FLOOR) == "8", 3, what="node 3's floor raised after its late answer")
             h.settle(con)
             eq([r[0] for r in con.execute("SELECT last_error FROM redlock_nodes")], [None, None, None],
                "no node has an error")
             con.close()
+
+
+def test_floor_outlives_an_extended_set_3n():
+    """The fencing floor lives at least as long as the set's names: an
+    extension (redlock_extend, one name; the keeper, many at once) makes it
+    live as long as the lock, so the next holder of a name still draws a
+    larger number after a set held past fence_ttl_ms."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c), fence_ttl_ms=1)
+    is_token(value(con, AM, js("fe:a", "fe:b"), 300))
+    check(all(0 < nd.pttl(FLOOR) <= 300 for nd in c), "floor as long as the set: %r" % [nd.pttl(FLOOR) for nd in c])
+    check(value(con, "SELECT redlock_extend('fe:a', 60000)") > 0, "extended")
+    check(all(50000 < nd.pttl(FLOOR) <= 60000 for nd in c),
+          "floor as long as the extended name: %r" % [nd.pttl(FLOOR) for nd in c])
+    eq(value(con, "SELECT redlock_release_all()"), 2, "released")
+    for nd in c:
+        nd.cmd("DEL", FLOOR)
+    kept = h.connect(env(c), fence_ttl_ms=1, auto_extend=1)
+    is_token(value(kept, AM, js("fo:a", "fo:b"), 300))
+    f1 = value(kept, "SELECT redlock_fence('fo:b')")
+    h.wait_until(lambda: all(r["extensions"] >= 7 for r in lock_rows(kept)), 5,
+                 what="both names to live past twice their TTL")
+    eq(value(kept, RM, js("fo:a", "fo:b")), 2, "released")
+    is_token(value(con, "SELECT redlock_acquire('fo:b', 10000)"))
+    f2 = value(con, "SELECT redlock_fence('fo:b')")
+    check(f2 > f1, "the next holder's fence %r is not greater than the set's %r (the floor expired while the "
+          "set was held)" % (f2, f1))
 
 
 def test_reentrancy_and_tokens_3n():
@@ -292,7 +343,7 @@ def test_limits_3n():
     tok = is_token(value(con, AM, json.dumps(names), 10000), "1,000 names")
     h.settle(con)
     for nd in c:
-        eq(nd.dbsize(), 2001, "1,000 keys, 1,000 counters and the set's holder details on %s" % nd.addr)
+        eq(nd.dbsize(), 1002, "1,000 keys, the fencing floor and the set's holder details on %s" % nd.addr)
     eq(value(con, "SELECT count(DISTINCT token) || ':' || count(*) FROM redlock_locks"), "1:1000", "rows")
     eq(value(con, "SELECT redlock_validity('k0999', ?) > 0", tok), 1, "validity by name and token")
     eq(value(con, RM, json.dumps(names)), 1000, "all released")
@@ -301,8 +352,11 @@ def test_limits_3n():
     check("split the set" in msg, msg)
     h.redlock_error(con, AM, json.dumps(["z" * 60000] * 1 + ["y" * 60000 + str(i) for i in range(80)]), 10000,
                     contains=("at most 4194304 can be taken at once",))
+    h.redlock_error(con, AM, js("x", FLOOR + "{t}"), 10000, contains=("name 2 of the list", "kept for the keys of "
+                                                                          "fencing floors"))
+    h.redlock_error(con, "SELECT redlock_acquire(?, 10000)", FLOOR, contains=("kept for the keys of fencing floors",))
     h.settle(con)  # the release_many returned at a quorum: the last node's script may still be on its way
-    eq(sum(nd.dbsize() for nd in c), 3000, "nothing set by the refused calls (only the counters are left)")
+    eq(sum(nd.dbsize() for nd in c), 3, "nothing set by the refused calls (only the floors are left)")
 
 
 def test_names_read_alike_plain_or_escaped_1n():
@@ -391,7 +445,9 @@ def test_set_taken_in_any_batch_is_all_or_none_1n():
         eq(value(other, "SELECT redlock_release(?, ?)", blocker, tok), 1, "the blocker goes")
         tok = is_token(value(con, AM, json.dumps(names), 10000), "%d names once none is held" % n)
         eq(c[0].cmd("EXISTS", *names), n, "every key set")
-        check(0 < c[0].pttl(names[-1]) <= 10000, "the last key has the TTL")
+        for k in (names[0], names[-1]):
+            check(5000 < c[0].pttl(k) <= 10000, "%s has the set's TTL on the node's clock" % k)
+        check(6 * DAY_MS < c[0].pttl(FLOOR) <= 7 * DAY_MS, "the fencing floor has fence_ttl_ms")
         eq(value(con, RMT, json.dumps(names), tok), n, "released")
 
 

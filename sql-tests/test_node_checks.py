@@ -83,3 +83,28 @@ def test_cluster_node_refused_then_allowed_1n():
         eq(node_rows(con)[0]["state"], "up", "state once allowed")
     finally:
         node.terminate()
+
+
+def test_cluster_node_fences_names_of_one_hash_tag_1n():
+    """On a cluster node (allowed), every key a fenced call touches must be
+    in one slot: the counter <key>:fence and the fencing floor follow the
+    name's hash tag, so names with a tag are fenced alone and in sets; a
+    name without one is refused by the node (CROSSSLOT), as its counter is
+    in another slot."""
+    node = cluster_node()
+    try:
+        node.cmd("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+        h.wait_until(lambda: "cluster_state:ok" in node.cmd("CLUSTER", "INFO"), 10, what="the cluster to serve its slots")
+        con = h.connect([node], allow_cluster_nodes=1)
+        is_token(value(con, "SELECT redlock_acquire('{job7}:a', 10000)"), "a tagged name, fenced")
+        f1 = value(con, "SELECT redlock_fence('{job7}:a')")
+        check(f1 >= 1, "its fence: %r" % f1)
+        is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", '["{job7}:b", "{job7}:c"]'), "a set of one tag")
+        f2 = value(con, "SELECT redlock_fence('{job7}:c')")
+        eq(node.get("redlock-fence-floor{job7}"), str(f2), "the set's number in the floor of its tag")
+        eq(value(con, "SELECT redlock_release_all()"), 3, "released")
+        is_token(value(con, "SELECT redlock_acquire('{job7}:c', 10000)"), "again, alone")
+        check(value(con, "SELECT redlock_fence('{job7}:c')") > f2, "above the set's number")
+        redlock_error(con, "SELECT redlock_acquire('untagged', 10000)", contains=("CROSSSLOT",))
+    finally:
+        node.terminate()

@@ -9,24 +9,26 @@
 
 #include "rl_clock.h"
 #include "rl_fence.h"
+#include "rl_floor.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
 
 #define FENCE_SUFFIX ":fence"
-#define HOLDER_SUFFIX ":holder" /* the release and extend scripts name it too */
 
-/* The key (prefix + resource) and the fence counter key; free with keys_free. */
+/* The key (prefix + resource), its fence counter and fencing floor
+ * (rl_floor.h), release channel and writer marker; free with keys_free.
+ * (The scripts name the holder details <key>:holder themselves.) */
 typedef struct keys {
-    char *key, *fkey, *chan, *hkey, *mark;
-    size_t keylen, fkeylen, chanlen, hkeylen, marklen;
-    char small[320]; /* the names of a short key, without an allocation; never copy a keys */
+    char *key, *fkey, *chan, *mark, *flkey;
+    size_t keylen, fkeylen, chanlen, marklen, flkeylen;
+    char small[384]; /* the names of a short key, without an allocation; never copy a keys */
 } keys;
 
 /* The five names share one block, owned by key: small, or allocated. */
 static void keys_free(keys *k) {
     if (k->key != k->small) free(k->key);
-    k->key = k->fkey = k->chan = k->mark = k->hkey = NULL;
+    k->key = k->fkey = k->chan = k->mark = k->flkey = NULL;
 }
 
 static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k) {
@@ -36,18 +38,14 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     k->fkeylen = k->keylen + sl;
     k->chanlen = k->keylen + sizeof RL_RELEASED_SUFFIX - 1;
     k->marklen = k->keylen + sizeof RL_WRITER_SUFFIX - 1;
-    k->hkeylen = k->keylen + sizeof HOLDER_SUFFIX - 1;
-    size_t total = k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 + k->hkeylen + 1;
+    size_t total = k->keylen + 1 + k->fkeylen + 1 + k->chanlen + 1 + k->marklen + 1 +
+                   RL_FLOOR_KEY_MAX(pl, k->keylen) + 1;
     k->key = total <= sizeof k->small ? k->small : malloc(total);
     if (!k->key) return -1;
     k->fkey = k->key + k->keylen + 1;
     k->chan = k->fkey + k->fkeylen + 1;
     k->mark = k->chan + k->chanlen + 1;
-    k->hkey = k->mark + k->marklen + 1;
-    memcpy(k->hkey, c->set.key_prefix, pl);
-    memcpy(k->hkey + pl, res, reslen);
-    memcpy(k->hkey + k->keylen, HOLDER_SUFFIX, sizeof HOLDER_SUFFIX - 1);
-    k->hkey[k->hkeylen] = '\0';
+    k->flkey = k->mark + k->marklen + 1;
     memcpy(k->key, c->set.key_prefix, pl);
     memcpy(k->key + pl, res, reslen);
     memcpy(k->fkey, k->key, k->keylen);
@@ -57,6 +55,8 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     memcpy(k->mark, k->key, k->keylen);
     memcpy(k->mark + k->keylen, RL_WRITER_SUFFIX, sizeof RL_WRITER_SUFFIX); /* with its NUL */
     k->key[k->keylen] = k->fkey[k->fkeylen] = k->chan[k->chanlen] = '\0';
+    k->flkeylen = rl_floor_key(c->set.key_prefix, pl, k->key, k->keylen, k->flkey);
+    k->flkey[k->flkeylen] = '\0';
     return 0;
 }
 
@@ -90,6 +90,10 @@ rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t res
     if (reslen + strlen(c->set.key_prefix) > RL_RESOURCE_MAX)
         return finish(out, RL_MISUSE, "resource name is too long: key_prefix plus resource may be at most %d bytes",
                       RL_RESOURCE_MAX);
+    /* Such a name's key would be a fencing floor's (rl_floor.h). */
+    if (reslen >= sizeof RL_FLOOR_NAME - 1 && memcmp(res, RL_FLOOR_NAME, sizeof RL_FLOOR_NAME - 1) == 0)
+        return finish(out, RL_MISUSE, "names starting with '" RL_FLOOR_NAME "' are kept for the keys of fencing "
+                                      "floors; choose another name");
     return RL_OK;
 }
 
@@ -314,11 +318,12 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         size_t fttllen = rl_resp_decimal(fttl, (unsigned long long)fence_ttl);
         const char *set_argv[] = {"SET", k.key, token, "NX", "PX", ttl};
         size_t set_lens[] = {3, k.keylen, RL_TOKEN_LEN, 2, 2, ttllen};
-        const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "2", k.key, k.fkey, token, ttl, fttl};
-        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, RL_TOKEN_LEN, ttllen, fttllen};
+        const char *f_argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "3", k.key, k.fkey, k.flkey, token, ttl, fttl};
+        size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, k.flkeylen,
+                           RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
-                      .argc = fenced ? 8 : 6,
+                      .argc = fenced ? 9 : 6,
                       .argv = fenced ? f_argv : set_argv,
                       .lens = fenced ? f_lens : set_lens,
                       .quorum = out->quorum,
@@ -331,15 +336,18 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         size_t h_lens[10];
         if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
             size_t dlen = rl_holder_details(c, "exclusive", details, sizeof details);
-            const char *a[10] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "2", k.key, k.hkey,
-                                 fenced ? k.fkey : token, fenced ? token : ttl, fenced ? ttl : details,
-                                 details, fttl};
-            size_t l[10] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen, k.hkeylen,
-                            fenced ? k.fkeylen : RL_TOKEN_LEN, fenced ? RL_TOKEN_LEN : ttllen,
-                            fenced ? ttllen : dlen, dlen, fttllen};
-            memcpy(h_argv, a, sizeof a);
-            memcpy(h_lens, l, sizeof l);
-            r.argc = fenced ? 10 : 8;
+            int x = 0;
+            const char *head[4] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "1", k.key};
+            size_t head_lens[4] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen};
+            for (int j = 0; j < 4; j++) h_argv[x] = head[j], h_lens[x++] = head_lens[j];
+            if (fenced) {
+                h_argv[x] = k.fkey, h_lens[x++] = k.fkeylen;
+                h_argv[x] = k.flkey, h_lens[x++] = k.flkeylen;
+            }
+            const char *tail[4] = {token, ttl, details, fttl};
+            size_t tail_lens[4] = {RL_TOKEN_LEN, ttllen, dlen, fttllen};
+            for (int j = 0; j < (fenced ? 4 : 3); j++) h_argv[x] = tail[j], h_lens[x++] = tail_lens[j];
+            r.argc = x;
             r.argv = h_argv;
             r.lens = h_lens;
         }
@@ -526,12 +534,14 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         char ttl[RL_DECIMAL_MAX];
         size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms); /* checked: 1 or more */
         int fenced = c->set.fencing != 0;
-        const char *argv[9] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "2" : "1", k.key};
-        size_t lens[9] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
+        const char *argv[10] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "3" : "1", k.key};
+        size_t lens[10] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
         int argc = 4;
         if (fenced) {
             argv[argc] = k.fkey;
             lens[argc++] = k.fkeylen;
+            argv[argc] = k.flkey;
+            lens[argc++] = k.flkeylen;
         }
         argv[argc] = token;
         lens[argc++] = toklen;
@@ -582,8 +592,9 @@ static rl_status items_fail(rl_extend_item *items, int n, rl_status st, const ch
 }
 
 /* The keys of n items in one allocation: key k at kv[k] (prefix +
- * resource), its fence counter at kv[n + k] when fenced. NULL on OOM;
- * free the returned block only. */
+ * resource), its fence counter at kv[n + k] when fenced (their fencing
+ * floors then go after them, each once, from fl). NULL on OOM; free the
+ * returned block only. */
 static char *many_keys(const rl_client *c, const rl_extend_item *items, int n, int fenced, const char **kv,
                        size_t *lens) {
     size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
@@ -659,8 +670,9 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     pthread_mutex_lock(&c->mu);
     rl_status st = RL_OK;
     int fenced = c->set.fencing != 0, quorum = rl_client_quorum(c);
-    int nkeys = fenced ? 2 * n : n, argc = 3 + nkeys + 2 * n + 1; /* and the key prefix */
+    int nkeys = fenced ? 2 * n : n, argc = 3 + (fenced ? 3 * n : n) + 2 * n + 1; /* room for the most floors */
     const char **argv = malloc((size_t)argc * sizeof *argv);
+    rl_floors fl = {0};
     size_t *lens = malloc((size_t)argc * sizeof *lens);
     char *ttls = malloc((size_t)n * 21);
     rl_vote *votes = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *votes);
@@ -672,9 +684,13 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     } else if (quorum > c->n) {
         st = items_fail(items, n, RL_MISUSE, "unsafe_test_quorum is larger than the number of nodes configured; lower it");
     } else if (!argv || !lens || !ttls || !votes || !answers ||
-               !(keyblock = many_keys(c, items, n, fenced, argv + 3, lens + 3))) {
+               !(keyblock = many_keys(c, items, n, fenced, argv + 3, lens + 3)) ||
+               (fenced && rl_floors_make(&fl, c->set.key_prefix, argv + 3, lens + 3, n) != 0)) {
         st = items_fail(items, n, RL_NOMEM, "out of memory");
     } else {
+        for (int j = 0; j < fl.m; j++) argv[3 + nkeys + j] = fl.key[j], lens[3 + nkeys + j] = fl.len[j];
+        nkeys += fl.m;
+        argc = 3 + nkeys + 2 * n + 1; /* and the key prefix */
         for (int k = 0; k < n; k++) {
             if (rl_lock_check_ttl(c, items[k].ttl_ms, &tmp) != RL_OK) {
                 st = items_fail(items, n, RL_MISUSE, "a ttl_ms is within the clock drift allowance");
@@ -717,6 +733,7 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     *op = c->op;
     pthread_mutex_unlock(&c->mu);
     free(keyblock);
+    rl_floors_free(&fl);
     free(argv);
     free(lens);
     free(ttls);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_floor.h"
 #include "rl_nameindex.h"
 #include "rl_resp.h"
 #include "rl_round.h"
@@ -16,16 +17,17 @@
 
 #define FENCE_SUFFIX ":fence" /* as rl_lock.c: the counter of key is key:fence */
 
-/* Every key and fence key of a set, and room for the largest command made
- * from them (3 + 2n + 6 arguments). One owner: mkeys_free. */
+/* Every key and fence key of a set, its fencing floors (rl_floor.h), and
+ * room for the largest command made from them (3 + 3n + 6 arguments). One
+ * owner: mkeys_free. */
 typedef struct mkeys {
     int n;
     char *buf;           /* the keys, then the fence keys */
     const char **key, **fkey;
     size_t *keylen, *fkeylen;
+    rl_floors floors;
     const char **argv;
     size_t *lens;
-    char (*num)[24];     /* number arguments of a write-back */
 } mkeys;
 
 static void mkeys_free(mkeys *k) {
@@ -34,9 +36,9 @@ static void mkeys_free(mkeys *k) {
     free(k->fkey);
     free(k->keylen);
     free(k->fkeylen);
+    rl_floors_free(&k->floors);
     free(k->argv);
     free(k->lens);
-    free(k->num);
     memset(k, 0, sizeof *k);
 }
 
@@ -44,7 +46,7 @@ static int mkeys_make(const rl_client *c, int n, const char *const *res, const s
     size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
     memset(k, 0, sizeof *k);
     for (int i = 0; i < n; i++) total += 2 * (pl + lens[i]) + sl;
-    size_t un = (size_t)n, args = 2 * un + 10;
+    size_t un = (size_t)n, args = 3 * un + 10;
     k->n = n;
     k->buf = malloc(total + 1);
     k->key = malloc(un * sizeof *k->key);
@@ -53,8 +55,7 @@ static int mkeys_make(const rl_client *c, int n, const char *const *res, const s
     k->fkeylen = malloc(un * sizeof *k->fkeylen);
     k->argv = malloc(args * sizeof *k->argv);
     k->lens = malloc(args * sizeof *k->lens);
-    k->num = malloc(un * sizeof *k->num);
-    if (!k->buf || !k->key || !k->fkey || !k->keylen || !k->fkeylen || !k->argv || !k->lens || !k->num) {
+    if (!k->buf || !k->key || !k->fkey || !k->keylen || !k->fkeylen || !k->argv || !k->lens) {
         mkeys_free(k);
         return -1;
     }
@@ -74,6 +75,15 @@ static int mkeys_make(const rl_client *c, int n, const char *const *res, const s
         p += k->fkeylen[i];
     }
     return 0;
+}
+
+/* Appends the fencing floors at index a. */
+static int cmd_floors(mkeys *k, int a) {
+    for (int j = 0; j < k->floors.m; j++) {
+        k->argv[a] = k->floors.key[j];
+        k->lens[a++] = k->floors.len[j];
+    }
+    return a;
 }
 
 /* Puts EVAL script numkeys into k->argv; returns the next free index. */
@@ -150,7 +160,8 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
         rl_nameindex_appended(&x, &l, i + 1, name_at);
     }
     /* With fencing, name:fence is the key of name's counter: taking both
-     * in one set would write the counter over the other name's lock. */
+     * in one set would leave a token in that counter, and every later
+     * fenced acquisition of name would fail. */
     size_t sl = sizeof FENCE_SUFFIX - 1;
     for (int i = 0; to_take && c->set.fencing && i < n; i++) {
         if (lens[i] <= sl || memcmp(res[i] + lens[i] - sl, FENCE_SUFFIX, sl) != 0) continue;
@@ -170,7 +181,10 @@ static rl_status begin(rl_client *c, int n, const char *const *res, const size_t
     if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
     if (rl_many_check(c, n, res, lens, to_take, out) != RL_OK) return out->status;
     *votes = calloc((size_t)c->n, sizeof **votes);
-    if (!*votes || mkeys_make(c, n, res, lens, k) != 0) {
+    /* The floors only a fenced acquisition writes. */
+    if (!*votes || mkeys_make(c, n, res, lens, k) != 0 ||
+        (to_take && c->set.fencing && rl_floors_make(&k->floors, c->set.key_prefix, k->key, k->keylen, n) != 0)) {
+        if (*votes) mkeys_free(k);
         free(*votes);
         *votes = NULL;
         return finish(out, RL_NOMEM, "out of memory");
@@ -178,12 +192,12 @@ static rl_status begin(rl_client *c, int n, const char *const *res, const size_t
     return RL_OK;
 }
 
-/* What the acquire script's answers carry, per node. */
+/* What the acquire script's answers carry, per node (a yes vote's value
+ * is the set's fencing number on that node, rl_vote.c). */
 typedef struct acq_seen {
     int n, fenced;
     const char *const *res;
     const size_t *lens;
-    long long *fences;   /* [node * n + k] */
     int *blocker;        /* [node]: 0-based index of the name found taken, or -1 */
 } acq_seen;
 
@@ -200,13 +214,8 @@ static int acq_inspect(void *ctx, int node, int state, const rl_reply *rep, char
         return 0;
     }
     if (rep->elements != (a->fenced ? 2u : 1u)) {
-        snprintf(why, whylen, "unexpected reply: %s fencing numbers where %s expected", a->fenced ? "no" : "some",
-                 a->fenced ? "they were" : "none were");
-        return -1;
-    }
-    if (a->fenced && rl_vote_fences(rep->element[1]->str, rep->element[1]->len, a->n,
-                                 &a->fences[(size_t)node * (size_t)a->n]) != 0) {
-        snprintf(why, whylen, "unexpected reply: not %d fencing numbers", a->n);
+        snprintf(why, whylen, "unexpected reply: %s fencing number where %s expected", a->fenced ? "no" : "a",
+                 a->fenced ? "one was" : "none was");
         return -1;
     }
     return 0;
@@ -225,19 +234,18 @@ static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token
     rl_round_cleanup(c, r, a, k->argv, k->lens);
 }
 
-/* The write-back command raising every counter of k to fences[] into
- * k->argv (nk, ttl: room for two of its arguments). Returns argc. */
-static int writeback_cmd(mkeys *k, const long long *fences, int64_t fence_ttl, char *nk, size_t nklen, char *ttl,
-                         size_t ttllen) {
+/* The write-back command raising every fencing floor of k to fence into
+ * k->argv (nk, ttl, num: room for three of its arguments). Returns argc. */
+static int writeback_cmd(mkeys *k, long long fence, int64_t fence_ttl, char *nk, size_t nklen, char *ttl, size_t ttllen,
+                         char num[RL_DECIMAL_MAX]) {
     snprintf(ttl, ttllen, "%lld", (long long)fence_ttl);
-    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, nklen, k->n);
-    x = cmd_keys(k, x, 1);
+    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, nklen,
+                     k->floors.m);
+    x = cmd_floors(k, x);
     k->argv[x] = ttl;
     k->lens[x++] = strlen(ttl);
-    for (int j = 0; j < k->n; j++) { /* fences are >= 1 (rl_vote_fences) */
-        k->argv[x] = k->num[j];
-        k->lens[x++] = rl_resp_decimal(k->num[j], (unsigned long long)fences[j]);
-    }
+    k->argv[x] = num; /* fence >= 1 (rl_vote.c) */
+    k->lens[x++] = rl_resp_decimal(num, (unsigned long long)fence);
     return x;
 }
 
@@ -263,37 +271,27 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
-/* After a successful fenced round: each name's number is the highest of
- * the yes votes; nodes that lag on any name get one write-back script
- * raising all their counters. Returns how many nodes are known to store
- * every name's number (the least over the names); why says what failed. */
-static int writeback(rl_client *c, const rl_round *r, mkeys *k, const acq_seen *a, long long *fences,
-                     int64_t fence_ttl, char *why, size_t whylen) {
-    int n = k->n;
-    for (int j = 0; j < n; j++) fences[j] = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        for (int j = 0; j < n; j++)
-            if (a->fences[(size_t)i * (size_t)n + (size_t)j] > fences[j]) fences[j] = a->fences[(size_t)i * (size_t)n + (size_t)j];
-    }
+/* After a successful fenced round: the set's number is the highest of the
+ * yes votes; nodes whose floors lag get one write-back script raising
+ * them. Returns how many nodes are known to store the number in every
+ * floor of the set; why says what failed. */
+static int writeback(rl_client *c, const rl_round *r, mkeys *k, long long fence, int64_t fence_ttl, char *why,
+                     size_t whylen) {
     unsigned char *only = calloc((size_t)c->n, 1);
-    unsigned char *lag = calloc((size_t)c->n, 1);
     rl_vote *votes = calloc((size_t)c->n, sizeof *votes);
     int lagging = 0, stored = 0;
-    if (!only || !lag || !votes) {
+    if (!only || !votes) {
         snprintf(why, whylen, "out of memory");
         goto out;
     }
     for (int i = 0; i < c->n; i++) {
         if (r->votes[i].state != RL_V_YES) continue;
-        for (int j = 0; j < n && !lag[i]; j++)
-            if (a->fences[(size_t)i * (size_t)n + (size_t)j] < fences[j]) lag[i] = 1;
-        if (lag[i]) only[i] = 1, lagging++;
+        if (r->votes[i].value < fence) only[i] = 1, lagging++;
         else stored++;
     }
     if (lagging) {
-        char nk[16], ttl[32];
-        int x = writeback_cmd(k, fences, fence_ttl, nk, sizeof nk, ttl, sizeof ttl);
+        char nk[16], ttl[32], num[RL_DECIMAL_MAX];
+        int x = writeback_cmd(k, fence, fence_ttl, nk, sizeof nk, ttl, sizeof ttl, num);
         rl_round wb = {.kind = RL_K_WRITEBACK, .argc = x, .argv = k->argv, .lens = k->lens, .only = only,
                        .wait_all = 1, .quorum = lagging, .votes = votes};
         rl_round_run(c, &wb);
@@ -302,7 +300,6 @@ static int writeback(rl_client *c, const rl_round *r, mkeys *k, const acq_seen *
     }
 out:
     free(only);
-    free(lag);
     free(votes);
     return stored;
 }
@@ -349,9 +346,8 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
     }
     int fenced = c->set.fencing != 0;
     acq_seen a = {.n = n, .fenced = fenced, .res = res, .lens = lens};
-    a.fences = fenced ? calloc((size_t)c->n * (size_t)n, sizeof *a.fences) : NULL;
     a.blocker = calloc((size_t)c->n, sizeof *a.blocker);
-    if ((fenced && !a.fences) || !a.blocker) {
+    if (!a.blocker) {
         finish(out, RL_NOMEM, "out of memory");
         goto done;
     }
@@ -368,12 +364,13 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
         snprintf(cnt, sizeof cnt, "%d", n);
-        int x = cmd_head(&k, RL_SCRIPT_ACQUIRE_MANY, sizeof RL_SCRIPT_ACQUIRE_MANY - 1, nk, sizeof nk, fenced ? 2 * n : n);
+        int x = cmd_head(&k, RL_SCRIPT_ACQUIRE_MANY, sizeof RL_SCRIPT_ACQUIRE_MANY - 1, nk, sizeof nk,
+                         fenced ? 2 * n + k.floors.m : n);
         x = cmd_keys(&k, x, 0);
-        if (fenced) x = cmd_keys(&k, x, 1);
+        if (fenced) x = cmd_floors(&k, cmd_keys(&k, x, 1));
         const char *tail[4] = {token, ttl, fttl, cnt};
         for (int j = 0; j < 4; j++) k.argv[x] = tail[j], k.lens[x++] = strlen(tail[j]);
-        if (c->set.holder_info) { /* argv has room: 2n + 10 */
+        if (c->set.holder_info) { /* argv has room: 3n + 10 */
             k.argv[x] = c->set.key_prefix, k.lens[x++] = strlen(c->set.key_prefix);
             k.argv[x] = details, k.lens[x++] = dlen;
         }
@@ -385,10 +382,13 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         int64_t end_us = r.end_us;
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         int stored = 0;
+        long long fence = 0;
         char wb_why[512] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
-            /* The numbers are ours to hand out only once a quorum stores them. */
-            stored = writeback(c, &r, &k, &a, fences, fence_ttl, wb_why, sizeof wb_why);
+            /* The number is ours to hand out only once a quorum stores it. */
+            for (int i = 0; i < c->n; i++)
+                if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
+            stored = writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
             end_us = rl_now_us();
             validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
         }
@@ -402,9 +402,10 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                  * they do for one lock (rl_fence_late_yes), and a later
                  * quorum that meets the storing one only in such a node
                  * still draws larger numbers. */
-                char wnk[16], fttl2[32];
-                int x2 = writeback_cmd(&k, fences, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2);
+                char wnk[16], fttl2[32], num[RL_DECIMAL_MAX];
+                int x2 = writeback_cmd(&k, fence, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2, num);
                 rl_round_send_late(c, &r, x2, k.argv, k.lens);
+                for (int j = 0; j < n; j++) fences[j] = fence;
             }
             count_votes(out, &r);
             out->validity_ms = validity / 1000;
@@ -457,7 +458,6 @@ done:
     pthread_mutex_unlock(&c->mu);
     mkeys_free(&k);
     free(votes);
-    free(a.fences);
     free(a.blocker);
     return out->status;
 }

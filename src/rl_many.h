@@ -36,8 +36,8 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
 
 /* Takes every name, or none: a fresh token, one script per node, retried
  * after a random delay until wait_ms has passed. On RL_OK token holds the
- * token and, with fencing on, fences[k] each name's fencing number (else
- * 0). RL_REFUSED when a quorum answered but some name is held elsewhere. No
+ * token and, with fencing on, fences[k] each name's fencing number: the
+ * set's one number, stored in its fencing floors (rl_floor.h), else 0. RL_REFUSED when a quorum answered but some name is held elsewhere. No
  * key of an attempt that failed is left on any node that answered (one
  * cleanup script per node). Caller must not hold c->mu. */
 rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const size_t *lens, int64_t ttl_ms,

@@ -73,13 +73,14 @@
     "if tonumber(sc) <= now then return 0 end " \
     "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1"
 
-/* KEYS[1] lock key, KEYS[2] (with fencing) the fence counter; ARGV[1]
+/* KEYS[1] lock key, KEYS[2] and KEYS[3] (with fencing) the fence counter
+ * and the fencing floor (rl_floor.h); ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
  * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
  * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
- * not ours: it is never re-created. A counter that would expire before the
- * lock is made to live as long, so the next holder's number is still
- * higher. On a shared lock (sorted set) our live member gets the new
+ * not ours: it is never re-created. A counter or floor that would expire
+ * before the lock is made to live as long, so the next holder's number is
+ * still higher. On a shared lock (sorted set) our live member gets the new
  * expiry on the node's clock; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
@@ -96,12 +97,14 @@
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
     "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
     RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
-    "if KEYS[2] then local t = redis.call('pttl',KEYS[2]) " \
-    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[2],ARGV[2]) end end " \
+    "for i = 2, #KEYS do local t = redis.call('pttl',KEYS[i]) " \
+    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[i],ARGV[2]) end end " \
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
- * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters;
+ * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters
+ * and the rest their fencing floors, each once (made to live as long as
+ * the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
@@ -119,6 +122,9 @@
     "if f then local p = redis.call('pttl',KEYS[n + i]) " \
     "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
     "else out[i] = 0 end end " \
+    "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
+    "for i = 2 * n + 1, #KEYS do local p = redis.call('pttl',KEYS[i]) " \
+    "if p >= 0 and p < top then redis.call('pexpire',KEYS[i],top) end end end " \
     "for tok, t in pairs(keep) do setkeep(pre, tok, t) end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
@@ -177,14 +183,25 @@
     "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then " \
     "redis.call('set', KEYS[i] .. ARGV[2], '1', 'PX', ARGV[1]) end end return 1"
 
-/* KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms,
- * ARGV[3] counter ttl ms (0: never expires). The new fence number when the
- * lock was set, nil when the key exists already. */
+/* The fencing number of a single acquisition, once its lock key KEYS[1] is
+ * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
+ * (rl_floor.h), left in the counter, which then lives fttl ms (0: for
+ * ever); in f. A floor that is not digits only, or has more than 15 of
+ * them, is an error, and the lock key is deleted again first. */
+#define RL_LUA_DRAW_FENCE(ck, fk, fttl) \
+    "local fl = redis.call('get'," fk ") " \
+    "if fl and (#fl > 15 or not string.find(fl, '^%d+$')) then redis.call('del',KEYS[1]) " \
+    "return redis.error_reply('fencing floor ' .. " fk " .. ' is not a whole number from 0 to 999999999999999') end " \
+    "local f = redis.call('incr'," ck ") " \
+    "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 redis.call('set'," ck ",string.format('%.0f', f)) end " \
+    "if tonumber(" fttl ") > 0 then redis.call('pexpire'," ck "," fttl ") else redis.call('persist'," ck ") end "
+
+/* KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] fencing floor; ARGV[1]
+ * token, ARGV[2] ttl ms, ARGV[3] counter ttl ms (0: never expires). The new
+ * fence number when the lock was set, nil when the key exists already. */
 #define RL_SCRIPT_ACQUIRE_FENCED \
-    "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then " \
-    "local f = redis.call('incr',KEYS[2]) " \
-    "if tonumber(ARGV[3]) > 0 then redis.call('pexpire',KEYS[2],ARGV[3]) else redis.call('persist',KEYS[2]) end " \
-    "return f end return false"
+    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
+    RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[3]") "return f"
 
 /* KEYS[1] fence counter; ARGV[1] the quorum's highest number, ARGV[2]
  * counter ttl ms (0: never expires). Raises a lagging counter to ARGV[1]. */
@@ -194,53 +211,57 @@
     "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) else redis.call('persist',KEYS[1]) end return 1"
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
- * KEYS[n+1..2n] their fence counters; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
- * counter ttl ms (0: never expires), ARGV[4] n, ARGV[5] and ARGV[6]
- * (holder_info) the key prefix and the holder's details, written once for
- * the set with the lock's PX (RL_SET_DETAILS_TAG). Sets every key or none: when
- * any key exists (whatever its value, our own token from an earlier attempt
+ * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
+ * each once (rl_floor.h); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] floor ttl
+ * ms (0: never expire), ARGV[4] n, ARGV[5] and ARGV[6] (holder_info) the
+ * key prefix and the holder's details, written once for the set with the
+ * lock's PX (RL_SET_DETAILS_TAG). Sets every key or none: when any key
+ * exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1}, with
- * fencing {1, "f1 f2 ..."}: each name's new fence number (its counter + 1,
- * as INCR would make it; a counter that is not digits only, or has more
- * than 15 of them, is an error before anything is written: Lua's tonumber
- * takes "inf", "-1", "0x10" and " 7 ", and from 2^53 on c + 1 is c) in one
- * string, in the order of the names, which costs both ends far less than
- * one integer reply per name (made with string.format: Lua's own
- * conversion of a number to text may give an exponent on Redis 7.2 and
- * later, which INCR would then refuse). Keys are looked at and set 1,000
- * to a call (MGET, MSET; then one PEXPIRE each, as Redis has no command
- * giving many keys a TTL; the script runs whole or not at all, so no key is
- * left without one): each call from a script costs more than the work it
- * does, and Lua's unpack takes a few thousand values at most. Up to 1,000
- * names, one MSETNX (after the counters are read, so that a bad counter
- * fails before anything is written) both looks and sets, and only a
- * refusal looks key by key for the one that is taken; more names are looked
- * at first with EXISTS. A name taken elsewhere is the answer before a bad
- * counter is, as when the keys were looked at first. */
+ * fencing {1, f}: the set's fencing number, one more than the highest of
+ * its counters and floors, stored in every one of its floors and in no
+ * counter (a counter or floor that is not digits only, or has more than 15
+ * of them, is an error before anything is written: Lua's tonumber takes
+ * "inf", "-1", "0x10" and " 7 ", and from 2^53 on c + 1 is c; written with
+ * string.format, as Lua's own conversion of a number to text may give an
+ * exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
+ * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIREAT each,
+ * as Redis has no command giving many keys a TTL; the script runs whole or
+ * not at all, so no key is left without one; PEXPIREAT at the node's TIME
+ * plus the TTL, because Redis rewrites a PEXPIRE into one for replication,
+ * which costs an allocation per key): each call from a script costs more
+ * than the work it does, and Lua's unpack takes a few thousand values at
+ * most. Up to 1,000 names, one MSETNX (after the counters are read, so that
+ * a bad counter fails before anything is written) both looks and sets, and
+ * only a refusal looks key by key for the one that is taken; more names are
+ * looked at first with EXISTS. A name taken elsewhere is the answer before
+ * a bad counter is, as when the keys were looked at first. */
 #define RL_SCRIPT_ACQUIRE_MANY \
     "local n = tonumber(ARGV[4]) " \
     "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \
     "if n > 1000 then for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
     "if redis.call('exists', unpack(KEYS, a, b)) > 0 then return taken(a, b) end end end " \
-    "local fenced, fs = #KEYS > n, {} " \
-    "if fenced then for a = n + 1, 2 * n, 1000 do local b = math.min(a + 999, 2 * n) " \
+    "local fenced, top = #KEYS > n, 0 " \
+    "if fenced then for a = n + 1, #KEYS, 1000 do local b = math.min(a + 999, #KEYS) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
-    "for j = 1, #v do local t = v[j] or '0' " \
+    "for j = 1, #v do local t = v[j] if t then " \
     "if #t > 15 or not string.find(t, '^%d+$') then local held = n <= 1000 and taken(1, n) " \
     "if held then return held end return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. " \
     "' is not a whole number from 0 to 999999999999999') end " \
-    "fs[a - n + j - 1] = string.format('%.0f', tonumber(t) + 1) end end end " \
-    "local call, tok, kv = redis.call, ARGV[1], {} " \
-    "local function set(k0, one, each, px, nx) " \
+    "local c = tonumber(t) if c > top then top = c end end end end top = top + 1 end " \
+    RL_LUA_NOW "local call, tok, kv = redis.call, ARGV[1], {} " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
-    "for i = a, b do kv[m + 1] = KEYS[k0 + i] kv[m + 2] = each and each[i] or one m = m + 2 end " \
-    "if not nx then call('mset', unpack(kv, 1, m)) elseif call('msetnx', unpack(kv, 1, m)) == 0 then return false end end " \
-    "if px then for i = k0 + 1, k0 + n do call('pexpire', KEYS[i], px) end end return true end " \
-    "if not set(0, tok, nil, ARGV[2], n <= 1000) then return taken(1, n) end " \
+    "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end " \
+    "if n > 1000 then call('mset', unpack(kv, 1, m)) " \
+    "elseif call('msetnx', unpack(kv, 1, m)) == 0 then return taken(1, n) end end " \
+    "local at = string.format('%.0f', now + tonumber(ARGV[2])) " \
+    "for i = 1, n do call('pexpireat', KEYS[i], at) end " \
     "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
     "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
-    "if fenced then set(n, nil, fs, tonumber(ARGV[3]) > 0 and ARGV[3]) return {1, table.concat(fs, ' ')} end " \
+    "if fenced then local g = string.format('%.0f', top) for i = 2 * n + 1, #KEYS do " \
+    "if tonumber(ARGV[3]) > 0 then call('set', KEYS[i], g, 'PX', ARGV[3]) else call('set', KEYS[i], g) end end " \
+    "return {1, top} end " \
     "return {1}"
 
 /* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
@@ -281,32 +302,36 @@
     "redis.call('del', ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(ARGV[1])) " \
     "return #del"
 
-/* KEYS[1..n] fence counters; ARGV[1] counter ttl ms (0: never expires),
- * ARGV[2..n+1] the quorum's highest number of each. Raises every lagging
- * counter (with its expiry) and leaves the others alone: it runs only on a
- * node whose acquire script has just set every counter's expiry, and most
- * of the time, on a node that answered late, nothing lags. */
+/* KEYS[1..m] the fencing floors of a set (rl_floor.h); ARGV[1] their ttl
+ * ms (0: never expire), ARGV[2] the quorum's number for the set. Raises
+ * every floor below it (with its expiry) and leaves the others alone: it
+ * runs only on a node whose acquire script has just set every floor's
+ * expiry, and most of the time, on a node that answered late, nothing
+ * lags. */
 #define RL_SCRIPT_FENCE_WRITEBACK_MANY \
-    "local t = tonumber(ARGV[1]) " \
-    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
-    "for j = 1, #v do local i = a + j - 1 " \
-    "if (tonumber(v[j] or '0') or 0) < tonumber(ARGV[i + 1]) then " \
-    "if t > 0 then redis.call('set', KEYS[i], ARGV[i + 1], 'PX', ARGV[1]) " \
-    "else redis.call('set', KEYS[i], ARGV[i + 1]) end end end end return 1"
+    "local t, g = tonumber(ARGV[1]), tonumber(ARGV[2]) " \
+    "for i = 1, #KEYS do if (tonumber(redis.call('get', KEYS[i]) or '0') or 0) < g then " \
+    "if t > 0 then redis.call('set', KEYS[i], ARGV[2], 'PX', ARGV[1]) " \
+    "else redis.call('set', KEYS[i], ARGV[2]) end end end return 1"
 
-/* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key, KEYS[2]
- * holder-details key, KEYS[3] (with fencing) fence counter; ARGV[1] token,
- * ARGV[2] ttl ms, ARGV[3] the details, ARGV[4] (with fencing) counter ttl
- * ms. The details are set with the lock's own PX, in the same script, so
- * they never outlive it. Returns what SET NX (status OK, nil) or the
- * fenced script (its number, nil) would. */
+/* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key,
+ * KEYS[2] and KEYS[3] (with fencing) fence counter and fencing floor (as
+ * RL_SCRIPT_ACQUIRE_FENCED); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the
+ * details, ARGV[4] (with fencing) counter ttl ms. The details go to
+ * KEYS[1]..':holder' (rl_lock_holder.c), set with the lock's own PX, in
+ * the same script, so they never outlive it; that name is derived here,
+ * as in RL_SCRIPT_RELEASE, to keep the command at 10 arguments: a new
+ * connection's first lock command goes out right behind its AUTH, and
+ * Redis answers a command of more than 10 from a client not yet
+ * authenticated with a protocol error and closes the connection, which
+ * would hide AUTH's own answer to a wrong password. Returns what SET NX
+ * (status OK, nil) or the fenced script (its number, nil) would. */
 #define RL_SCRIPT_ACQUIRE_HOLDER \
     "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
-    "redis.call('set',KEYS[2],ARGV[3],'PX',ARGV[2]) " \
-    "if not KEYS[3] then return redis.status_reply('OK') end " \
-    "local f = redis.call('incr',KEYS[3]) " \
-    "if tonumber(ARGV[4]) > 0 then redis.call('pexpire',KEYS[3],ARGV[4]) else redis.call('persist',KEYS[3]) end " \
-    "return f"
+    "if not KEYS[2] then redis.call('set',KEYS[1] .. ':holder',ARGV[3],'PX',ARGV[2]) " \
+    "return redis.status_reply('OK') end " \
+    RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[4]") \
+    "redis.call('set',KEYS[1] .. ':holder',ARGV[3],'PX',ARGV[2]) return f"
 
 /* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
  * the most shared holders to list, ARGV[2] the key prefix. Returns {pttl of

@@ -61,13 +61,14 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
     case RL_K_ACQUIRE_MANY:
-        /* {1} or {1, "fences"}: all set; {0, i}: key i exists, nothing set.
-         * The caller reads the fences (rl_round.inspect). */
+        /* {1} or {1, fence}: all set (value: the set's fencing number, 0
+         * without fencing); {0, i}: key i exists, nothing set. */
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER) {
             const rl_reply *head = r->element[0];
             if (head->integer == 1 && r->elements == 1) return yes_with(value, 0);
-            if (head->integer == 1 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
-                return yes_with(value, 1);
+            if (head->integer == 1 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
+                r->element[1]->integer >= 1 && r->element[1]->integer <= (1LL << 53))
+                return yes_with(value, r->element[1]->integer);
             if (head->integer == 0 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
                 r->element[1]->integer >= 1) {
                 *value = r->element[1]->integer;
@@ -156,17 +157,4 @@ int rl_vote_items(const rl_reply *r, signed char *items, int n, char *why, size_
     /* Only a reply that is whole in shape gives answers. */
     for (int k = 0; k < n; k++) items[k] = (signed char)r->element[k]->integer;
     return RL_V_YES;
-}
-
-int rl_vote_fences(const char *s, size_t len, int n, long long *out) {
-    size_t i = 0;
-    for (int k = 0; k < n; k++) {
-        if (k > 0 && (i == len || s[i++] != ' ')) return -1;
-        long long v = 0;
-        size_t start = i;
-        while (i < len && s[i] >= '0' && s[i] <= '9' && i - start < 16) v = v * 10 + (s[i++] - '0');
-        if (i == start || v < 1 || v > (1LL << 53)) return -1;
-        out[k] = v;
-    }
-    return i == len ? 0 : -1;
 }

@@ -44,9 +44,4 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
  * RL_V_YES, or RL_V_FAIL with the reason in why (items untouched). */
 int rl_vote_items(const rl_reply *r, signed char *items, int n, char *why, size_t whylen);
 
-/* Reads the n fence numbers of an acquire_many answer (s, len bytes:
- * decimals from 1 to 2^53, one space between two) into out; 0, or -1 when
- * it is anything else. */
-int rl_vote_fences(const char *s, size_t len, int n, long long *out);
-
 #endif

@@ -14,6 +14,7 @@
 
 #include "rl_endpoint.h"
 #include "rl_evalsha.h"
+#include "rl_floor.h"
 #include "rl_nameindex.h"
 #include "rl_resp.h"
 #include "rl_scripts.h"
@@ -347,35 +348,80 @@ static void test_nameindex(void) {
     rl_nameindex_free(&x);
 }
 
-/* An acquire_many answer: {1}, {1, "fences"} or {0, i}; the fences are
- * exactly n decimals from 1 to 2^53 with one space between two. */
+/* A key's fencing floor: the prefix's, or with the key's Redis Cluster hash
+ * tag (first '{', first '}' after it, not empty) so it hashes to the
+ * key's slot; each distinct floor once, in the order first met. */
+static void test_floor_keys(void) {
+    static const struct {
+        const char *prefix, *key, *floor;
+    } floor_cases[] = {
+        {"", "job", "redlock-fence-floor"},
+        {"app:", "app:job", "app:redlock-fence-floor"},
+        {"", "{user42}:a", "redlock-fence-floor{user42}"},
+        {"app:", "app:x{t}y{z}", "app:redlock-fence-floor{t}"},
+        {"", "a{}b{c}", "redlock-fence-floor"},      /* empty tag: the whole key is hashed */
+        {"", "a{b", "redlock-fence-floor"},          /* no closing brace */
+        {"", "a}b{c}", "redlock-fence-floor{c}"},    /* a '}' before the first '{' does not count */
+        {"", "{{x}}", "redlock-fence-floor{{x}"},    /* the tag is "{x" */
+        {"{p}:", "{p}:job", "{p}:redlock-fence-floor{p}"},
+    };
+    for (size_t i = 0; i < sizeof floor_cases / sizeof floor_cases[0]; i++) {
+        char out[128];
+        size_t pl = strlen(floor_cases[i].prefix), kl = strlen(floor_cases[i].key);
+        size_t n = rl_floor_key(floor_cases[i].prefix, pl, floor_cases[i].key, kl, out);
+        expect(n <= RL_FLOOR_KEY_MAX(pl, kl) && n == strlen(floor_cases[i].floor) && memcmp(out, floor_cases[i].floor, n) == 0,
+               "floor_key", "%s: got '%.*s', want %s", floor_cases[i].key, (int)n, out, floor_cases[i].floor);
+    }
+    const char *keys[] = {"a", "{t}b", "c", "{u}d", "{t}e", "f"};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++) lens[i] = strlen(keys[i]);
+    rl_floors f;
+    expect(rl_floors_make(&f, "", keys, lens, 6) == 0 && f.m == 3, "floors", "3 distinct floors, got %d", f.m);
+    const char *want[] = {"redlock-fence-floor", "redlock-fence-floor{t}", "redlock-fence-floor{u}"};
+    for (int j = 0; j < f.m && j < 3; j++)
+        expect(f.len[j] == strlen(want[j]) && memcmp(f.key[j], want[j], f.len[j]) == 0, "floors", "floor %d: '%.*s'",
+               j, (int)f.len[j], f.key[j]);
+    rl_floors_free(&f);
+    /* Many names with tags of their own: each floor once, found through the index. */
+    enum { MANY = 3000 };
+    static char names[MANY][24];
+    static const char *nk[MANY];
+    static size_t nl[MANY];
+    for (int i = 0; i < MANY; i++) {
+        nl[i] = (size_t)snprintf(names[i], sizeof names[i], "{g%d}n%d", i % 1000, i);
+        nk[i] = names[i];
+    }
+    expect(rl_floors_make(&f, "p:", nk, nl, MANY) == 0 && f.m == 1000, "floors", "1000 distinct tags, got %d", f.m);
+    rl_floors_free(&f);
+}
+
+/* An acquire_many answer: {1}, {1, fence} or {0, i}; the fence is an
+ * integer from 1 to 2^53 and becomes the vote's value. */
 static void test_many_fences(void) {
     rl_reply one = {.type = REDIS_REPLY_INTEGER, .integer = 1}, five = {.type = REDIS_REPLY_INTEGER, .integer = 5};
+    rl_reply zero = {.type = REDIS_REPLY_INTEGER, .integer = 0};
+    rl_reply big = {.type = REDIS_REPLY_INTEGER, .integer = (1LL << 53) + 1};
     rl_reply fs = {.type = REDIS_REPLY_STRING, .str = "3 1", .len = 3};
-    rl_reply *alone[] = {&one}, *with[] = {&one, &fs}, *old[] = {&one, &five}, *three[] = {&one, &fs, &fs};
+    rl_reply *alone[] = {&one}, *with[] = {&one, &five}, *text[] = {&one, &fs}, *three[] = {&one, &five, &five};
+    rl_reply *nought[] = {&one, &zero}, *huge[] = {&one, &big};
     rl_reply arr = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = alone};
-    long long value, f[3];
+    long long value = -1;
     char why[RL_ERR_REASON_MAX];
-    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES, "many_fences", "{1}");
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES && value == 0,
+           "many_fences", "{1}: value %lld", value);
     arr.elements = 2, arr.element = with;
-    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES, "many_fences",
-           "{1, \"3 1\"}");
-    arr.element = old;
-    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
-           "{1, 5}: a fence as an integer is not this script's answer");
+    expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES && value == 5,
+           "many_fences", "{1, 5}: value %lld", value);
+    rl_reply **bad[] = {text, nought, huge};
+    const char *what[] = {"{1, \"3 1\"}: fences as text are not this script's answer", "{1, 0}", "{1, 2^53 + 1}"};
+    for (int i = 0; i < 3; i++) {
+        arr.element = bad[i];
+        expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
+               "%s", what[i]);
+    }
     arr.elements = 3, arr.element = three;
     expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
-           "{1, s, s}");
-    expect(rl_vote_fences("3 1 9007199254740992", 20, 3, f) == 0 && f[0] == 3 && f[1] == 1 &&
-               f[2] == 9007199254740992LL, "many_fences", "three numbers read as %lld %lld %lld", f[0], f[1], f[2]);
-    static const struct {
-        const char *s;
-        int n;
-    } bad[] = {{"1 2", 3}, {"1 2 3 ", 3}, {"1  2", 2}, {" 1 2", 2}, {"0 1", 2}, {"-1", 1}, {"", 1},
-               {"1 x", 2}, {"9007199254740993", 1}, {"12345678901234567", 1}, {"1 2 3", 2}, {"1\t2", 2}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        expect(rl_vote_fences(bad[i].s, strlen(bad[i].s), bad[i].n, f) == -1, "many_fences",
-               "'%s' taken as %d fences", bad[i].s, bad[i].n);
+           "{1, 5, 5}");
 }
 
 /* The answers per key of a batched extend: only an array of exactly n
@@ -513,6 +559,7 @@ int main(void) {
     test_vote_classify();
     test_vote_items();
     test_many_fences();
+    test_floor_keys();
     test_nameindex();
     test_text_clean();
     test_text_from_server();
