@@ -175,11 +175,14 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
     return RL_OK;
 }
 
-/* The shared start of both calls: nodes present, names fine, keys made. */
+/* The shared start of both calls: nodes present, keys made. The names
+ * passed rl_many_check in the caller (rl_session, which checks them before
+ * looking at its own list); only their count is looked at again here, so
+ * that no allocation below can be out of bounds. */
 static rl_status begin(rl_client *c, int n, const char *const *res, const size_t *lens, int to_take, rl_outcome *out,
                        mkeys *k, rl_vote **votes) {
     if (rl_lock_check_nodes(c, out) != RL_OK) return out->status;
-    if (rl_many_check(c, n, res, lens, to_take, out) != RL_OK) return out->status;
+    if (n < 1 || n > RL_MANY_MAX) return finish(out, RL_MISUSE, "%d names; from 1 to %d can be taken at once", n, RL_MANY_MAX);
     *votes = calloc((size_t)c->n, sizeof **votes);
     /* The floors only a fenced acquisition writes. */
     if (!*votes || mkeys_make(c, n, res, lens, k) != 0 ||

@@ -34,6 +34,10 @@
 rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const size_t *lens, int to_take,
                         rl_outcome *out);
 
+/* rl_many_acquire and rl_many_release take names that passed
+ * rl_many_check (with the same to_take): they do not look for names given
+ * twice again. */
+
 /* Takes every name, or none: a fresh token, one script per node, retried
  * after a random delay until wait_ms has passed. On RL_OK token holds the
  * token and, with fencing on, fences[k] each name's fencing number: the

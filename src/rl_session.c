@@ -77,10 +77,14 @@ int64_t rl_held_until_us(const rl_held *h) {
 /* Whole milliseconds of validity left (0 when lost or under 1 ms). Every
  * decision and every reader uses this one measure, so a lock that
  * redlock_validity reports as 0 is never handed back or extended. */
-static int64_t left_ms(const rl_held *h) {
+static int64_t left_ms_at(const rl_held *h, int64_t now_us) {
     if (h->lost) return 0;
-    int64_t left = (rl_held_until_us(h) - rl_now_us()) / 1000;
+    int64_t left = (rl_held_until_us(h) - now_us) / 1000;
     return left > 0 ? left : 0;
+}
+
+static int64_t left_ms(const rl_held *h) {
+    return left_ms_at(h, rl_now_us());
 }
 
 /* The name of held lock i, for the name index. */
@@ -787,6 +791,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         snprintf(out->msg, sizeof out->msg, "out of memory");
         goto out;
     }
+    int64_t now = rl_now_us(); /* one reading for the whole list */
     for (int j = 0; j < n; j++) {
         int i = find(s, res[j], lens[j]);
         int lost = 0;
@@ -796,7 +801,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
             held_any = 1;
             rl_held *h = &s->held[i];
             int live = h->count - h->lost_holds;
-            if (live > 1 && left_ms(h) > 0) {
+            if (live > 1 && left_ms_at(h, now) > 0) {
                 h->count--;
                 (*released)++;
                 continue;
@@ -810,7 +815,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
             memcpy(mine[m], h->token, RL_TOKEN_LEN + 1);
             toks[m] = mine[m];
             toklens[m] = RL_TOKEN_LEN;
-            lost = left_ms(h) == 0;
+            lost = left_ms_at(h, now) == 0;
             if (h->count > 1) {
                 h->count--;
                 h->lost_holds = h->count;
@@ -825,7 +830,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
             }
         } else {
             if (i >= 0 && same_token(&s->held[i], token, toklen)) {
-                lost = left_ms(&s->held[i]) == 0;
+                lost = left_ms_at(&s->held[i], now) == 0;
                 gone[i] = 1;
             }
             toks[m] = token;
