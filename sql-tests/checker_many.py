@@ -5,7 +5,9 @@
 K worker processes, each with its own connection, loop for a few seconds:
 pick 2 or 3 names at random out of a small pool (so the sets of different
 workers overlap), take them all with redlock_acquire_many(json, ttl,
-wait_ms), and while holding them, for every name of the set: create that
+wait_ms) (or, one time in four, one name alone with redlock_acquire, so
+that a name's fencing numbers come from its own counter and from the
+fencing floor of the sets in turn), and while holding them, for every name of the set: create that
 name's O_EXCL marker file, write with that name's fencing number to that
 name's protected resource (fence_store.py), and do a deliberately
 non-atomic read-sleep-write of that name's counter file; then give the set
@@ -238,10 +240,15 @@ class Worker:
         spec = self.spec
         await_start(spec)
         while time.monotonic() < spec["until"]:
-            names = self.rng.sample(spec["pool"], self.rng.randint(2, 3))
+            alone = self.rng.random() < 0.25
+            names = self.rng.sample(spec["pool"], 1 if alone else self.rng.randint(2, 3))
             try:
-                tok = self.con.execute("SELECT redlock_acquire_many(?, ?, ?)",
-                                       (json.dumps(names), self.ttl, spec["wait_ms"])).fetchone()[0]
+                if alone:
+                    tok = self.con.execute("SELECT redlock_acquire(?, ?, ?)",
+                                           (names[0], self.ttl, spec["wait_ms"])).fetchone()[0]
+                else:
+                    tok = self.con.execute("SELECT redlock_acquire_many(?, ?, ?)",
+                                           (json.dumps(names), self.ttl, spec["wait_ms"])).fetchone()[0]
             except sqlite3.Error as e:
                 self.out["errors"] += 1
                 self.sample(str(e))

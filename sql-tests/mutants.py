@@ -39,6 +39,11 @@ SCENARIOS = ["clean", "client_pauses", "client_pauses_idle", "slow_client_links"
 SHARED_SCENARIOS = ["limit2_kill9", "limit3_sigstop"]
 SHARED_MUTANTS = {"shared-quorum-majority"}
 
+# The acquire_many scenarios (checker_matrix.py names) the baseline and the
+# fencing-floor mutant run: sets and single names taken in turn.
+MANY_SCENARIOS = ["many_clean", "many_kills_and_pauses"]
+MANY_MUTANTS = {"fence-ignores-floor"}
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -66,6 +71,9 @@ MUTANTS = {
          ("src/rl_session.c",
           "if (ours && left_ms(&s->held[i]) == 0) {",
           "if (ours && left_ms(&s->held[i]) < 0) {")]),
+    "fence-ignores-floor": (
+        "a single fenced acquire ignores the fencing floor the sets of names write",
+        [("src/rl_scripts.h", "\"if fl and tonumber(fl) >= f then ", "\"if false then ")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
@@ -105,15 +113,15 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds, shared=False):
-    """Runs the scenarios against ext (shared: the shared-lock ones); returns
-    (exit status, MISSED lines, table rows)."""
+def run_scenarios(ext, seconds, shared=False, many=False):
+    """Runs the scenarios against ext (shared: the shared-lock ones; many:
+    the acquire_many ones); returns (exit status, MISSED lines, table rows)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
     if shared:
         cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
     else:
         cmd = [sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
-               "--only", ",".join(SCENARIOS)]
+               "--only", ",".join(MANY_SCENARIOS if many else SCENARIOS)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     lines = r.stdout.splitlines()
     missed = [x for x in lines if x.startswith("MISSED")]
@@ -142,11 +150,12 @@ def main(argv):
     for name in names:
         ext = build(name)
         rc, missed, rows = 0, [], []
-        if name not in SHARED_MUTANTS:
+        if name not in SHARED_MUTANTS and name not in MANY_MUTANTS:
             rc, missed, rows = run_scenarios(ext, a.seconds)
-        if name in SHARED_MUTANTS or name == "baseline":
-            rc2, missed2, rows2 = run_scenarios(ext, a.seconds, shared=True)
-            rc, missed, rows = rc or rc2, missed + missed2, rows + rows2
+        for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS)):
+            if name in group or name == "baseline":
+                rc2, missed2, rows2 = run_scenarios(ext, a.seconds, **{kind: True})
+                rc, missed, rows = rc or rc2, missed + missed2, rows + rows2
         caught = rc != 0
         want_caught = name != "baseline"
         verdict = ("caught" if caught else "NOT CAUGHT") if want_caught else ("passes" if not caught else "FAILS")
