@@ -7,6 +7,7 @@ url columns masked), not in any error message, not in redlock_version(),
 redlock_config() or redlock_locks, not in what the sqlite3 shell prints."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import json
 import sqlite3
 
 import harness as h
@@ -227,6 +228,24 @@ def test_wrong_password_acl_user():
 def test_unknown_acl_user():
     n = acl_node()
     _wrong(n, url(n, "bob", ALICE_PW), "auth-i", ("AUTH failed", "WRONGPASS"))
+
+
+def test_wrong_password_first_command_long():
+    """A set of names as the first command of a connection with a wrong
+    password: Redis refuses a command of more than 10 arguments from a
+    client not yet authenticated and closes the connection, which must not
+    hide AUTH's own answer, in the error nor in last_error, then or on the
+    next call."""
+    n = pw_node()
+    con = h.connect(url(n, password=WRONG_PW), timeout_ms=SLOW)
+    names = json.dumps(["auth-m%d" % i for i in range(6)])
+    for what in ("first call", "next call"):
+        msg = h.redlock_error(con, "SELECT redlock_acquire_many(?, 10000)", names)
+        check("AUTH failed" in msg and "WRONGPASS" in msg, "%s: the error should say AUTH failed: %r" % (what, msg))
+        no_secret(msg, "the acquire_many error")
+        err = no_secret_in_table(con)[0]["last_error"] or ""
+        check("AUTH failed" in err, "%s: last_error should say AUTH failed: %r" % (what, err))
+    eq(keys_in(n, 0), [], "no key left")
 
 
 def test_missing_password():

@@ -49,6 +49,7 @@ int rl_node_auth_argv(const rl_node *node, const char *argv[3]) {
 }
 
 int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_us) {
+    node->auth_failed = 0; /* an earlier connection's: this one has not said yet */
     rl_error err;
     rl_conn *conn = rl_node_open(c, node, &err);
     if (!conn) {
@@ -80,7 +81,6 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     node->conn = conn;
     node->scripts_cached = 0; /* a new connection: nothing known to be cached until it runs a script */
     node->evalsha_refused = 0;
-    node->auth_failed = 0;
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
     node->info_known = node->role_known = 0;
@@ -113,7 +113,10 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     node->retry_at_us = now + rl_random_between(b * 750, b * 1000);
     int was_down = node->health == RL_HEALTH_DOWN;
     node->health = RL_HEALTH_DOWN;
-    snprintf(node->last_error, sizeof node->last_error, "%s", why);
+    /* A server that refused AUTH (or SELECT) may close the connection
+     * right after (Redis does when the next command is longer than it
+     * allows a client not yet authenticated): the refusal stays the reason. */
+    if (!(node->auth_failed && node->last_error[0])) snprintf(node->last_error, sizeof node->last_error, "%s", why);
     if (!was_down) {
         RL_COUNT(node->stats.down);
         char name[320], msg[640];
