@@ -279,6 +279,57 @@ def test_floor_outlives_an_extended_set_3n():
           "set was held)" % (f2, f1))
 
 
+def test_floor_expiry_never_shortened_1n():
+    """Clients may differ in fence_ttl_ms, and a floor is shared by every
+    name of its prefix (or tag): no acquisition, set or single, shortens
+    the expiry a counter or floor has, nor gives one to a floor kept for
+    ever; a longer one is taken."""
+    c = h.shared_cluster(1)
+    week = h.connect(env(c))
+    short = h.connect(env(c), fence_ttl_ms=1)
+    forever = h.connect(env(c), fence_ttl_ms=0)
+    is_token(value(week, AM, js("ft:a"), 60000))
+    check(6 * DAY_MS < c[0].pttl(FLOOR) <= 7 * DAY_MS, "a week: %r" % c[0].pttl(FLOOR))
+    is_token(value(short, AM, js("ft:b"), 200))
+    check(6 * DAY_MS < c[0].pttl(FLOOR) <= 7 * DAY_MS, "still a week after a set with fence_ttl_ms 1: %r"
+          % c[0].pttl(FLOOR))
+    is_token(value(week, "SELECT redlock_acquire('ft:s', 60000)"))
+    is_token(value(short, "SELECT redlock_acquire('ft:s2', 200)"))
+    eq(value(week, "SELECT redlock_release('ft:s')"), 1, "released")
+    is_token(value(short, "SELECT redlock_acquire('ft:s', 200)"))
+    check(6 * DAY_MS < c[0].pttl("ft:s:fence") <= 7 * DAY_MS, "a counter too: %r" % c[0].pttl("ft:s:fence"))
+    is_token(value(forever, AM, js("ft:c"), 60000))
+    eq(c[0].pttl(FLOOR), -1, "kept for ever by a set with fence_ttl_ms 0")
+    is_token(value(week, AM, js("ft:d"), 60000))
+    eq(c[0].pttl(FLOOR), -1, "still for ever after a set with the default fence_ttl_ms")
+    for con in (week, short, forever):
+        value(con, "SELECT redlock_release_all()")
+
+
+def test_floor_of_another_prefix_is_left_alone_1n():
+    """Under the key prefix '', a name can be the key of the floor of the
+    prefix 'app:'. A client with that prefix then refuses to draw numbers
+    from it (it holds no number) and never overwrites, extends or deletes
+    it, whether it is a shared or an exclusive lock."""
+    c = h.shared_cluster(1)
+    bare = h.connect(env(c))
+    app = h.connect(env(c), key_prefix="app:")
+    key = "app:" + FLOOR
+    is_token(value(app, "SELECT redlock_acquire('job2', 60000)"), "a name held before")
+    is_token(value(bare, "SELECT redlock_acquire_shared(?, 60000)", key))
+    for sql in ((AM, js("job"), 10000), ("SELECT redlock_acquire(?, 10000)", "job")):
+        h.redlock_error(app, *sql, contains=("fencing floor %s holds no number" % key,))
+    eq(c[0].cmd("TYPE", key), "zset", "the shared lock is left as it was")
+    check(value(bare, "SELECT redlock_validity(?)", key) > 0, "and still held")
+    eq(value(bare, "SELECT redlock_release(?)", key), 1, "released")
+    is_token(value(bare, "SELECT redlock_acquire(?, 3000)", key))
+    h.redlock_error(app, AM, js("job"), 10000, contains=("fencing floor %s holds no number" % key,))
+    check(value(app, "SELECT redlock_extend('job2', 60000)") > 0, "job2 extended")
+    check(0 < c[0].pttl(key) <= 3000, "the exclusive lock is not extended with it: %r" % c[0].pttl(key))
+    eq(value(bare, "SELECT redlock_release(?)", key), 1, "released by its holder")
+    value(app, "SELECT redlock_release_all()")
+
+
 def test_reentrancy_and_tokens_3n():
     c = h.shared_cluster(3)
     con = h.connect(env(c))
@@ -397,18 +448,37 @@ def test_names_read_alike_plain_or_escaped_1n():
 
 def test_counter_not_a_whole_number_is_refused_1n():
     """A fence counter that is not a plain count (INCR would refuse it, Lua
-    would read it as a number: inf, -1, 0x10, 1e20; or 2^53 and more, where
-    counter + 1 is the counter) makes the whole set fail before any key is
-    written, as for one lock; a name and its counter key are not one set."""
+    would read it as a number: inf, -1, 0x10, 1e20; or so large that the
+    next number would reach 2^53 - 1, beyond which Lua's numbers are not
+    exact) makes the whole set fail before any key is written, as for one
+    lock, and leaves the fencing floor as it was, so the other names keep
+    their numbers; so does a floor that is not a number. A name and its
+    counter key are not one set."""
     c = h.shared_cluster(1)
     con = h.connect(env(c))
-    for bad in ("1.5", "abc", "inf", "-1", "0x10", " 7 ", "1e20", "9007199254740991", ""):
+    for bad in ("1.5", "abc", "inf", "-1", "0x10", " 7 ", "1e20", "9007199254740991", "9007199254740990", ""):
         c[0].cmd("SET", "wc:b:fence", bad)
         msg = h.redlock_error(con, AM, js("wc:a", "wc:b", "wc:c"), 10000, what="counter %r" % bad,
-                              contains=("could not lock 3 names", "wc:b:fence is not a whole number from 0 to"))
+                              contains=("could not lock 3 names", "fence counter wc:b:fence holds no number a "
+                                        "fencing number can still be drawn from"))
         for k in ("wc:a", "wc:b", "wc:c"):
             no_key(c, k, "nothing written when a counter holds %r (%s)" % (bad, msg))
         eq(c[0].get("wc:a:fence"), None, "no counter written when wc:b's holds %r" % bad)
+        eq(c[0].get(FLOOR), None, "no floor written when wc:b's counter holds %r" % bad)
+    # One name whose numbers ran out stops neither its floor nor the other names.
+    is_token(value(con, "SELECT redlock_acquire('wc:e', 10000)"), "another name, alone")
+    is_token(value(con, AM, js("wc:f", "wc:g"), 10000), "other names, as a set")
+    eq(value(con, "SELECT redlock_release_all()"), 3, "released")
+    c[0].cmd("DEL", FLOOR)
+    for ty, cmd in (("hash", ("HSET", FLOOR, "x", "1")), ("sorted set", ("ZADD", FLOOR, "1", "x"))):
+        c[0].cmd(*cmd)
+        h.redlock_error(con, AM, js("wc:a"), 10000, what="a floor that is a %s" % ty,
+                        contains=("fencing floor %s holds no number" % FLOOR,))
+        h.redlock_error(con, "SELECT redlock_acquire('wc:a', 10000)", what="a single acquire beside a %s floor" % ty,
+                        contains=("fencing floor %s holds no number" % FLOOR,))
+        eq(c[0].cmd("TYPE", FLOOR), ty.replace("sorted set", "zset"), "the %s is left as it was" % ty)
+        no_key(c, "wc:a", "no lock key left beside a %s floor" % ty)
+        c[0].cmd("DEL", FLOOR)
     other = h.connect(env(c))
     otok = is_token(value(other, "SELECT redlock_acquire(?, 10000)", "wc:c"), "another connection holds wc:c")
     eq(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), None, "a name held elsewhere is the answer before a bad "
@@ -417,10 +487,11 @@ def test_counter_not_a_whole_number_is_refused_1n():
     c[0].cmd("DEL", "wc:b:fence")
     tok = is_token(value(con, AM, js("wc:a", "wc:b", "wc:c"), 10000), "taken once the counter is gone")
     eq(value(con, RMT, js("wc:a", "wc:b", "wc:c"), tok), 3, "released")
-    c[0].cmd("SET", "wc:b:fence", "999999999999999")
+    c[0].cmd("SET", "wc:b:fence", "9007199254740989")
     tok = is_token(value(con, AM, js("wc:a", "wc:b"), 10000), "the largest counter taken")
-    eq(value(con, "SELECT redlock_fence('wc:b')"), 1000000000000000, "its fence one more")
+    eq(value(con, "SELECT redlock_fence('wc:b')"), 9007199254740990, "its fence one more")
     eq(value(con, RMT, js("wc:a", "wc:b"), tok), 2, "released")
+    c[0].cmd("DEL", FLOOR)
     h.redlock_error(con, AM, js("wc:d", "wc:d:fence"), 10000, what="a name and its counter",
                     contains=("'wc:d:fence' is the key of the fencing counter of 'wc:d'",))
     for k in ("wc:d", "wc:d:fence"):

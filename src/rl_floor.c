@@ -8,23 +8,30 @@
 #include "rl_nameindex.h"
 
 size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_t keylen, char *out) {
-    size_t n = 0;
-    memcpy(out, prefix, prefixlen);
-    n += prefixlen;
-    memcpy(out + n, RL_FLOOR_NAME, sizeof RL_FLOOR_NAME - 1);
-    n += sizeof RL_FLOOR_NAME - 1;
     /* Redis Cluster hashes the text between the first '{' and the first '}'
      * after it, when that text is not empty; else the whole key. */
-    const char *open = memchr(key, '{', keylen);
-    if (!open) return n;
-    size_t from = (size_t)(open - key) + 1;
-    const char *close = memchr(key + from, '}', keylen - from);
-    if (!close || close == key + from) return n;
-    size_t taglen = (size_t)(close - (key + from));
-    out[n++] = '{';
-    memcpy(out + n, key + from, taglen);
-    n += taglen;
-    out[n++] = '}';
+    const char *open = memchr(key, '{', keylen), *close = NULL;
+    if (open) close = memchr(open + 1, '}', keylen - (size_t)(open + 1 - key));
+    if (close == open + 1) close = NULL; /* an empty tag: the whole key is hashed */
+    size_t n = 0;
+    if (close && (size_t)(open - key) < prefixlen && (size_t)(close - key) >= prefixlen) {
+        /* The tag starts in the prefix and ends in the name: the key up to
+         * the tag's end, then the floor's name, has the same tag. */
+        n = (size_t)(close - key) + 1;
+        memcpy(out, key, n);
+    } else {
+        memcpy(out, prefix, prefixlen);
+        n = prefixlen;
+    }
+    memcpy(out + n, RL_FLOOR_NAME, sizeof RL_FLOOR_NAME - 1);
+    n += sizeof RL_FLOOR_NAME - 1;
+    if (close && (size_t)(open - key) >= prefixlen) {
+        /* A tag in the name (the prefix has no '{'): appended as it is. */
+        size_t taglen = (size_t)(close - open) + 1;
+        memcpy(out + n, open, taglen);
+        n += taglen;
+    }
+    /* A tag inside the prefix is the floor's too. */
     return n;
 }
 

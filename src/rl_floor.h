@@ -3,10 +3,13 @@
  * floor instead of in each name's counter <key>:fence; every fenced
  * acquisition of a name then takes the larger of its counter + 1 and its
  * floor + 1, so a name's numbers still only grow, and a set of n names
- * writes one key on a node instead of n. Names share a floor by hash tag:
- * a key with a Redis Cluster hash tag {t} has the floor <key_prefix>
- * RL_FLOOR_NAME{t}, in the key's own slot as its counter is; every other
- * key of a prefix has <key_prefix>RL_FLOOR_NAME.
+ * writes one key on a node instead of n. Names share a floor by hash tag,
+ * so that a floor is in its keys' Redis Cluster slot, as their counters
+ * are: a key with a hash tag {t} in its name has the floor
+ * <key_prefix>RL_FLOOR_NAME{t}; a key whose tag is in the key prefix has
+ * <key_prefix>RL_FLOOR_NAME, as every key without a tag has; and a key
+ * whose tag begins in the prefix (a '{' the prefix leaves open) has its
+ * own text up to the tag's '}', then RL_FLOOR_NAME.
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef RL_FLOOR_H
 #define RL_FLOOR_H
@@ -16,7 +19,8 @@
 #define RL_FLOOR_NAME "redlock-fence-floor"
 
 /* Room enough for the floor key of a key of keylen bytes under a prefix of
- * prefixlen bytes. */
+ * prefixlen bytes (at most the longer of the key and prefix + tag, plus
+ * the floor's name). */
 #define RL_FLOOR_KEY_MAX(prefixlen, keylen) ((prefixlen) + sizeof RL_FLOOR_NAME + (keylen) + 2)
 
 /* Writes the floor key of key (prefix + name) to out, which has room for

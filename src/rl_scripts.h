@@ -80,7 +80,8 @@
  * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
  * not ours: it is never re-created. A counter or floor that would expire
  * before the lock is made to live as long, so the next holder's number is
- * still higher. On a shared lock (sorted set) our live member gets the new
+ * still higher (a floor only when it holds a number: under another key
+ * prefix its key may be another client's lock). On a shared lock (sorted set) our live member gets the new
  * expiry on the node's clock; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
@@ -97,14 +98,17 @@
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
     "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
     RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
-    "for i = 2, #KEYS do local t = redis.call('pttl',KEYS[i]) " \
-    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[i],ARGV[2]) end end " \
+    "for i = 2, #KEYS do local v = i == 3 and redis.pcall('get',KEYS[i]) " \
+    "if i == 2 or (type(v) == 'string' and string.find(v, '^%d+$')) then " \
+    "local t = redis.call('pttl',KEYS[i]) " \
+    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[i],ARGV[2]) end end end " \
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
  * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters
  * and the rest their fencing floors, each once (made to live as long as
- * the longest TTL given to a name);
+ * the longest TTL given to a name, when it holds a number, as in
+ * RL_SCRIPT_EXTEND);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
@@ -123,8 +127,10 @@
     "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
     "else out[i] = 0 end end " \
     "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
-    "for i = 2 * n + 1, #KEYS do local p = redis.call('pttl',KEYS[i]) " \
-    "if p >= 0 and p < top then redis.call('pexpire',KEYS[i],top) end end end " \
+    "for i = 2 * n + 1, #KEYS do local v = redis.pcall('get',KEYS[i]) " \
+    "if type(v) == 'string' and string.find(v, '^%d+$') then " \
+    "local p = redis.call('pttl',KEYS[i]) " \
+    "if p >= 0 and p < top then redis.call('pexpire',KEYS[i],top) end end end end " \
     "for tok, t in pairs(keep) do setkeep(pre, tok, t) end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
@@ -183,18 +189,49 @@
     "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then " \
     "redis.call('set', KEYS[i] .. ARGV[2], '1', 'PX', ARGV[1]) end end return 1"
 
+/* Fencing numbers stay below 2^53 - 1 (RL_FENCE_LIMIT_TEXT): Lua's
+ * numbers are doubles, exact up to 2^53. isfence(v): counter or floor text
+ * v is one to draw from: digits only (Lua's tonumber also takes "inf",
+ * "-1", "0x10" and " 7 ") and below that bound. A number drawn that would
+ * reach it is refused before it is stored in a floor, so one name whose
+ * numbers ran out (or whose counter was set by hand) never stops the other
+ * names of its floor. The errors about such a key end in words, not
+ * digits, which the masking of a token in an error text could take for
+ * part of one. */
+#define RL_FENCE_LIMIT_TEXT "9007199254740991"
+#define RL_LUA_IS_FENCE \
+    "local function isfence(v) return #v <= 16 and string.find(v, '^%d+$') ~= nil " \
+    "and tonumber(v) < " RL_FENCE_LIMIT_TEXT " end " \
+    "local function notfence(what, k) return redis.error_reply(what .. ' ' .. k .. ' holds no number a fencing " \
+    "number can still be drawn from (digits only, below 2^53 - 1)') end "
+
+/* keep(k, t, had): counter or floor k, just written (with KEEPTTL when it
+ * existed: had), lives at least t ms more, or for ever when t is 0; a
+ * longer expiry, or none, that another client gave it is kept, since
+ * clients may differ in fence_ttl_ms and a floor is shared by names. */
+#define RL_LUA_KEEP_FENCE \
+    "local function keep(k, t, had) if t == 0 then redis.call('persist', k) " \
+    "elseif had then redis.call('pexpire', k, t, 'GT') else redis.call('pexpire', k, t) end end "
+
 /* The fencing number of a single acquisition, once its lock key KEYS[1] is
  * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
- * (rl_floor.h), left in the counter, which then lives fttl ms (0: for
- * ever); in f. A floor that is not digits only, or has more than 15 of
- * them, is an error, and the lock key is deleted again first. */
+ * (rl_floor.h), left in the counter, kept as RL_LUA_KEEP_FENCE says with
+ * fttl; in f. A floor or counter that is not one to draw from
+ * (RL_LUA_IS_FENCE; a key of another type too) is an error, and the lock
+ * key is deleted again first. */
 #define RL_LUA_DRAW_FENCE(ck, fk, fttl) \
-    "local fl = redis.call('get'," fk ") " \
-    "if fl and (#fl > 15 or not string.find(fl, '^%d+$')) then redis.call('del',KEYS[1]) " \
-    "return redis.error_reply('fencing floor ' .. " fk " .. ' is not a whole number from 0 to 999999999999999') end " \
-    "local f = redis.call('incr'," ck ") " \
-    "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 redis.call('set'," ck ",string.format('%.0f', f)) end " \
-    "if tonumber(" fttl ") > 0 then redis.call('pexpire'," ck "," fttl ") else redis.call('persist'," ck ") end "
+    RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE \
+    "local fl = redis.pcall('get'," fk ") " \
+    "if type(fl) == 'table' or (fl and not isfence(fl)) then redis.call('del',KEYS[1]) " \
+    "return notfence('fencing floor', " fk ") end " \
+    "local f = redis.pcall('incr'," ck ") " \
+    "if type(f) == 'table' or f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) " \
+    "return notfence('fence counter', " ck ") end " \
+    "local had = f ~= 1 " \
+    "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 " \
+    "if f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) return notfence('fencing floor', " fk ") end " \
+    "redis.call('set'," ck ",string.format('%.0f', f),'KEEPTTL') end " \
+    "keep(" ck ", tonumber(" fttl "), had) "
 
 /* KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] fencing floor; ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] counter ttl ms (0: never expires). The new
@@ -204,11 +241,18 @@
     RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[3]") "return f"
 
 /* KEYS[1] fence counter; ARGV[1] the quorum's highest number, ARGV[2]
- * counter ttl ms (0: never expires). Raises a lagging counter to ARGV[1]. */
+ * counter ttl ms (0: never expires). Raises a lagging counter to ARGV[1],
+ * kept as RL_LUA_KEEP_FENCE says; a key that holds no number (another
+ * type, or another client's lock under that name) is left alone, an
+ * error. */
 #define RL_SCRIPT_FENCE_WRITEBACK \
-    "local c = tonumber(redis.call('get',KEYS[1]) or '0') " \
-    "if c < tonumber(ARGV[1]) then redis.call('set',KEYS[1],ARGV[1]) end " \
-    "if tonumber(ARGV[2]) > 0 then redis.call('pexpire',KEYS[1],ARGV[2]) else redis.call('persist',KEYS[1]) end return 1"
+    RL_LUA_KEEP_FENCE \
+    "local v = redis.pcall('get',KEYS[1]) if type(v) == 'table' then return v end " \
+    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fence counter ' .. KEYS[1] .. " \
+    "' holds no number; it was left as it is') end " \
+    "if (tonumber(v or '0') or 0) < tonumber(ARGV[1]) then " \
+    "if v then redis.call('set',KEYS[1],ARGV[1],'KEEPTTL') else redis.call('set',KEYS[1],ARGV[1]) end end " \
+    "keep(KEYS[1], tonumber(ARGV[2]), v) return 1"
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
@@ -220,12 +264,12 @@
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1}, with
  * fencing {1, f}: the set's fencing number, one more than the highest of
- * its counters and floors, stored in every one of its floors and in no
- * counter (a counter or floor that is not digits only, or has more than 15
- * of them, is an error before anything is written: Lua's tonumber takes
- * "inf", "-1", "0x10" and " 7 ", and from 2^53 on c + 1 is c; written with
- * string.format, as Lua's own conversion of a number to text may give an
- * exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
+ * its counters and floors, stored in every one of its floors (their
+ * expiries as RL_LUA_KEEP_FENCE says) and in no counter (a counter or floor
+ * that is not one to draw from, RL_LUA_IS_FENCE, or a floor of another
+ * type, is an error before anything is written; the number is written
+ * with string.format, as Lua's own conversion of a number to text may give
+ * an exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
  * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIREAT each,
  * as Redis has no command giving many keys a TTL; the script runs whole or
  * not at all, so no key is left without one; PEXPIREAT at the node's TIME
@@ -242,14 +286,17 @@
     "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \
     "if n > 1000 then for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
     "if redis.call('exists', unpack(KEYS, a, b)) > 0 then return taken(a, b) end end end " \
-    "local fenced, top = #KEYS > n, 0 " \
-    "if fenced then for a = n + 1, #KEYS, 1000 do local b = math.min(a + 999, #KEYS) " \
+    RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE \
+    "local fenced, top, topk, had = #KEYS > n, 0, nil, {} " \
+    "local function refuse(what, k) local held = n <= 1000 and taken(1, n) return held or notfence(what, k) end " \
+    "if fenced then for i = 2 * n + 1, #KEYS do local ty = redis.call('type', KEYS[i]).ok " \
+    "if ty ~= 'none' and ty ~= 'string' then return refuse('fencing floor', KEYS[i]) end had[i] = ty == 'string' end " \
+    "for a = n + 1, #KEYS, 1000 do local b = math.min(a + 999, #KEYS) " \
     "local v = redis.call('mget', unpack(KEYS, a, b)) " \
     "for j = 1, #v do local t = v[j] if t then " \
-    "if #t > 15 or not string.find(t, '^%d+$') then local held = n <= 1000 and taken(1, n) " \
-    "if held then return held end return redis.error_reply('fence counter ' .. KEYS[a + j - 1] .. " \
-    "' is not a whole number from 0 to 999999999999999') end " \
-    "local c = tonumber(t) if c > top then top = c end end end end top = top + 1 end " \
+    "if not isfence(t) then return refuse(a + j - 1 > 2 * n and 'fencing floor' or 'fence counter', KEYS[a + j - 1]) end " \
+    "local c = tonumber(t) if c > top then top, topk = c, a + j - 1 end end end end top = top + 1 " \
+    "if top >= " RL_FENCE_LIMIT_TEXT " then return refuse(topk > 2 * n and 'fencing floor' or 'fence counter', KEYS[topk]) end end " \
     RL_LUA_NOW "local call, tok, kv = redis.call, ARGV[1], {} " \
     "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
     "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end " \
@@ -260,7 +307,8 @@
     "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
     "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
     "if fenced then local g = string.format('%.0f', top) for i = 2 * n + 1, #KEYS do " \
-    "if tonumber(ARGV[3]) > 0 then call('set', KEYS[i], g, 'PX', ARGV[3]) else call('set', KEYS[i], g) end end " \
+    "if had[i] then call('set', KEYS[i], g, 'KEEPTTL') else call('set', KEYS[i], g) end " \
+    "keep(KEYS[i], tonumber(ARGV[3]), had[i]) end " \
     "return {1, top} end " \
     "return {1}"
 
@@ -307,12 +355,17 @@
  * every floor below it (with its expiry) and leaves the others alone: it
  * runs only on a node whose acquire script has just set every floor's
  * expiry, and most of the time, on a node that answered late, nothing
- * lags. */
+ * lags. Expiries as RL_LUA_KEEP_FENCE; a key that holds no number is
+ * left alone, an error. */
 #define RL_SCRIPT_FENCE_WRITEBACK_MANY \
+    RL_LUA_KEEP_FENCE \
     "local t, g = tonumber(ARGV[1]), tonumber(ARGV[2]) " \
-    "for i = 1, #KEYS do if (tonumber(redis.call('get', KEYS[i]) or '0') or 0) < g then " \
-    "if t > 0 then redis.call('set', KEYS[i], ARGV[2], 'PX', ARGV[1]) " \
-    "else redis.call('set', KEYS[i], ARGV[2]) end end end return 1"
+    "for i = 1, #KEYS do local v = redis.pcall('get', KEYS[i]) if type(v) == 'table' then return v end " \
+    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fencing floor ' .. KEYS[i] .. " \
+    "' holds no number; it was left as it is') end " \
+    "if (tonumber(v or '0') or 0) < g then " \
+    "if v then redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL') else redis.call('set', KEYS[i], ARGV[2]) end " \
+    "keep(KEYS[i], t, v) end end return 1"
 
 /* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key,
  * KEYS[2] and KEYS[3] (with fencing) fence counter and fencing floor (as

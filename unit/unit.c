@@ -348,6 +348,20 @@ static void test_nameindex(void) {
     rl_nameindex_free(&x);
 }
 
+/* The Redis Cluster hash tag of key (its length in *len), or NULL when the
+ * whole key is hashed: written here from Redis's rule, to check the engine's
+ * floors against it. */
+static const char *hash_tag(const char *key, size_t len, size_t *taglen) {
+    size_t o = 0;
+    while (o < len && key[o] != '{') o++;
+    if (o == len) return NULL;
+    size_t c = o + 1;
+    while (c < len && key[c] != '}') c++;
+    if (c == len || c == o + 1) return NULL;
+    *taglen = c - o - 1;
+    return key + o + 1;
+}
+
 /* A key's fencing floor: the prefix's, or with the key's Redis Cluster hash
  * tag (first '{', first '}' after it, not empty) so it hashes to the
  * key's slot; each distinct floor once, in the order first met. */
@@ -363,7 +377,11 @@ static void test_floor_keys(void) {
         {"", "a{b", "redlock-fence-floor"},          /* no closing brace */
         {"", "a}b{c}", "redlock-fence-floor{c}"},    /* a '}' before the first '{' does not count */
         {"", "{{x}}", "redlock-fence-floor{{x}"},    /* the tag is "{x" */
-        {"{p}:", "{p}:job", "{p}:redlock-fence-floor{p}"},
+        {"{p}:", "{p}:job", "{p}:redlock-fence-floor"},       /* the prefix's tag is the floor's */
+        {"p{", "p{t}x", "p{t}redlock-fence-floor"},            /* a tag begun in the prefix */
+        {"p{", "p{{t}x", "p{{t}redlock-fence-floor"},
+        {"a{b", "a{b{t}x", "a{b{t}redlock-fence-floor"},
+        {"p{", "p{x", "p{redlock-fence-floor"},                /* no tag at all */
     };
     for (size_t i = 0; i < sizeof floor_cases / sizeof floor_cases[0]; i++) {
         char out[128];
@@ -371,6 +389,10 @@ static void test_floor_keys(void) {
         size_t n = rl_floor_key(floor_cases[i].prefix, pl, floor_cases[i].key, kl, out);
         expect(n <= RL_FLOOR_KEY_MAX(pl, kl) && n == strlen(floor_cases[i].floor) && memcmp(out, floor_cases[i].floor, n) == 0,
                "floor_key", "%s: got '%.*s', want %s", floor_cases[i].key, (int)n, out, floor_cases[i].floor);
+        size_t kt, ft;
+        const char *ktag = hash_tag(floor_cases[i].key, kl, &kt), *ftag = hash_tag(out, n, &ft);
+        expect(!ktag || (ftag && kt == ft && memcmp(ktag, ftag, kt) == 0), "floor_key",
+               "%s: the floor '%.*s' is not in the key's cluster slot", floor_cases[i].key, (int)n, out);
     }
     const char *keys[] = {"a", "{t}b", "c", "{u}d", "{t}e", "f"};
     size_t lens[6];
