@@ -330,6 +330,30 @@ def test_floor_of_another_prefix_is_left_alone_1n():
     value(app, "SELECT redlock_release_all()")
 
 
+def test_counter_key_held_by_another_is_not_extended_1n():
+    """A name taken in a set has no counter: another client may meanwhile
+    lock the name x:fence. Extending x, by redlock_extend or by the keeper,
+    must not lengthen that lock; a prefix that leaves a '{' open must not
+    let a name be its own floor."""
+    c = h.shared_cluster(1)
+    a = h.connect(env(c))
+    b = h.connect(env(c))
+    is_token(value(a, AM, js("xe"), 60000))
+    is_token(value(b, "SELECT redlock_acquire('xe:fence', 3000)"))
+    check(value(a, "SELECT redlock_extend('xe', 60000)") > 0, "xe extended")
+    check(0 < c[0].pttl("xe:fence") <= 3000, "b's lock keeps its TTL: %r" % c[0].pttl("xe:fence"))
+    kept = h.connect(env(c), auto_extend=1)
+    is_token(value(kept, AM, js("xk"), 3000))
+    is_token(value(b, "SELECT redlock_acquire('xk:fence', 1500)"))
+    h.wait_until(lambda: lock_rows(kept)[0]["extensions"] >= 1, 5, what="the keeper to extend xk")
+    check(c[0].pttl("xk:fence") <= 1500, "b's lock keeps its TTL: %r" % c[0].pttl("xk:fence"))
+    for con in (a, b, kept):
+        value(con, "SELECT redlock_release_all()")
+    odd = h.connect(env(c), key_prefix="p{")
+    h.redlock_error(odd, AM, js("t}" + FLOOR), 10000, contains=("its own fencing floor",))
+    h.redlock_error(odd, "SELECT redlock_acquire(?, 10000)", "t}" + FLOOR, contains=("its own fencing floor",))
+
+
 def test_reentrancy_and_tokens_3n():
     c = h.shared_cluster(3)
     con = h.connect(env(c))

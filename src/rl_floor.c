@@ -35,6 +35,17 @@ size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_
     return n;
 }
 
+int rl_floor_is_own(const char *prefix, size_t prefixlen, const char *res, size_t reslen) {
+    const char *open = memchr(prefix, '{', prefixlen);
+    if (!open || memchr(open + 1, '}', prefixlen - (size_t)(open + 1 - prefix))) return 0;
+    /* The tag runs from the prefix's '{' to the name's first '}'; the floor
+     * is the key up to there, then RL_FLOOR_NAME. */
+    const char *close = memchr(res, '}', reslen);
+    if (!close) return 0;
+    size_t rest = reslen - (size_t)(close + 1 - res);
+    return rest == sizeof RL_FLOOR_NAME - 1 && memcmp(close + 1, RL_FLOOR_NAME, rest) == 0;
+}
+
 static const char *floor_at(const void *items, int i, size_t *len) {
     const rl_floors *f = items;
     *len = f->len[i];

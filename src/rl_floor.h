@@ -28,6 +28,11 @@
  * written). */
 size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_t keylen, char *out);
 
+/* 1 when the key prefix + res would be its own floor key, which only a
+ * prefix that leaves a '{' open allows (name "t}" RL_FLOOR_NAME under the
+ * prefix "p{"); names starting with RL_FLOOR_NAME cover every other case. */
+int rl_floor_is_own(const char *prefix, size_t prefixlen, const char *res, size_t reslen);
+
 /* The distinct floor keys of n keys, in the order first met: key[i],
  * len[i] for i < m. One owner: rl_floors_free. */
 typedef struct rl_floors {

@@ -80,8 +80,9 @@
  * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
  * not ours: it is never re-created. A counter or floor that would expire
  * before the lock is made to live as long, so the next holder's number is
- * still higher (a floor only when it holds a number: under another key
- * prefix its key may be another client's lock). On a shared lock (sorted set) our live member gets the new
+ * still higher, when it holds a number: its key may be another client's
+ * lock (the name x:fence taken while x's counter was gone, or, under
+ * another key prefix, the name of a floor). On a shared lock (sorted set) our live member gets the new
  * expiry on the node's clock; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
@@ -98,17 +99,17 @@
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
     "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
     RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
-    "for i = 2, #KEYS do local v = i == 3 and redis.pcall('get',KEYS[i]) " \
-    "if i == 2 or (type(v) == 'string' and string.find(v, '^%d+$')) then " \
+    "for i = 2, #KEYS do local v = redis.pcall('get',KEYS[i]) " \
+    "if type(v) == 'string' and string.find(v, '^%d+$') then " \
     "local t = redis.call('pttl',KEYS[i]) " \
     "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[i],ARGV[2]) end end end " \
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
  * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters
- * and the rest their fencing floors, each once (made to live as long as
- * the longest TTL given to a name, when it holds a number, as in
- * RL_SCRIPT_EXTEND);
+ * and the rest their fencing floors, each once (a floor made to live as
+ * long as the longest TTL given to a name; counters and floors only when
+ * they hold a number, as in RL_SCRIPT_EXTEND);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
@@ -123,8 +124,9 @@
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
     "out[i] = redis.call('pexpire',KEYS[i],t) " \
     "if redis.call('pexpire',KEYS[i] .. ':holder',t) == 0 and pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
-    "if f then local p = redis.call('pttl',KEYS[n + i]) " \
-    "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end " \
+    "if f then local v = redis.pcall('get',KEYS[n + i]) " \
+    "if type(v) == 'string' and string.find(v, '^%d+$') then local p = redis.call('pttl',KEYS[n + i]) " \
+    "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end end " \
     "else out[i] = 0 end end " \
     "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
     "for i = 2 * n + 1, #KEYS do local v = redis.pcall('get',KEYS[i]) " \
@@ -208,10 +210,13 @@
 /* keep(k, t, had): counter or floor k, just written (with KEEPTTL when it
  * existed: had), lives at least t ms more, or for ever when t is 0; a
  * longer expiry, or none, that another client gave it is kept, since
- * clients may differ in fence_ttl_ms and a floor is shared by names. */
+ * clients may differ in fence_ttl_ms and a floor is shared by names.
+ * Compared here rather than with PEXPIRE GT, which Redis before 7.0 does
+ * not know. */
 #define RL_LUA_KEEP_FENCE \
-    "local function keep(k, t, had) if t == 0 then redis.call('persist', k) " \
-    "elseif had then redis.call('pexpire', k, t, 'GT') else redis.call('pexpire', k, t) end end "
+    "local function keep(k, t, had) if t == 0 then redis.call('persist', k) return end " \
+    "local p = had and redis.call('pttl', k) or -2 " \
+    "if p ~= -1 and p < t then redis.call('pexpire', k, t) end end "
 
 /* The fencing number of a single acquisition, once its lock key KEYS[1] is
  * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
@@ -225,7 +230,7 @@
     "if type(fl) == 'table' or (fl and not isfence(fl)) then redis.call('del',KEYS[1]) " \
     "return notfence('fencing floor', " fk ") end " \
     "local f = redis.pcall('incr'," ck ") " \
-    "if type(f) == 'table' or f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) " \
+    "if type(f) == 'table' or f < 1 or f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) " \
     "return notfence('fence counter', " ck ") end " \
     "local had = f ~= 1 " \
     "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 " \

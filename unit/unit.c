@@ -394,6 +394,27 @@ static void test_floor_keys(void) {
         expect(!ktag || (ftag && kt == ft && memcmp(ktag, ftag, kt) == 0), "floor_key",
                "%s: the floor '%.*s' is not in the key's cluster slot", floor_cases[i].key, (int)n, out);
     }
+    /* A name whose key is its own floor: the engine refuses it. */
+    static const struct {
+        const char *prefix, *name;
+        int own;
+    } own_cases[] = {
+        {"p{", "t}redlock-fence-floor", 1}, {"a{b", "c}redlock-fence-floor", 1}, {"p{", "t}x", 0},
+        {"", "t}redlock-fence-floor", 0},   {"{p}:", "t}redlock-fence-floor", 0}, {"p{", "}redlock-fence-floor", 1},
+        {"p{", "t}redlock-fence-floorx", 0},
+    };
+    for (size_t i = 0; i < sizeof own_cases / sizeof own_cases[0]; i++) {
+        char key[128], out[256];
+        size_t pl = strlen(own_cases[i].prefix), nl = strlen(own_cases[i].name);
+        memcpy(key, own_cases[i].prefix, pl);
+        memcpy(key + pl, own_cases[i].name, nl);
+        size_t n = rl_floor_key(own_cases[i].prefix, pl, key, pl + nl, out);
+        int own = rl_floor_is_own(own_cases[i].prefix, pl, own_cases[i].name, nl);
+        int same = n == pl + nl && memcmp(out, key, n) == 0;
+        expect(own == own_cases[i].own && (own == same || own_cases[i].name[0] == '}'), "floor_is_own",
+               "%s + %s: is_own %d, want %d (its floor '%.*s')", own_cases[i].prefix, own_cases[i].name, own,
+               own_cases[i].own, (int)n, out);
+    }
     const char *keys[] = {"a", "{t}b", "c", "{u}d", "{t}e", "f"};
     size_t lens[6];
     for (int i = 0; i < 6; i++) lens[i] = strlen(keys[i]);
