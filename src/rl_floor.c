@@ -12,7 +12,7 @@ size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_
      * after it, when that text is not empty; else the whole key. */
     const char *open = memchr(key, '{', keylen), *close = NULL;
     if (open) close = memchr(open + 1, '}', keylen - (size_t)(open + 1 - key));
-    if (close == open + 1) close = NULL; /* an empty tag: the whole key is hashed */
+    if (open && close == open + 1) close = NULL; /* an empty tag: the whole key is hashed */
     size_t n = 0;
     if (close && (size_t)(open - key) < prefixlen && (size_t)(close - key) >= prefixlen) {
         /* The tag starts in the prefix and ends in the name: the key up to
