@@ -280,8 +280,9 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
  * floor of the set; why says what failed. */
 static int writeback(rl_client *c, const rl_round *r, mkeys *k, long long fence, int64_t fence_ttl, char *why,
                      size_t whylen) {
-    unsigned char *only = calloc((size_t)c->n, 1);
-    rl_vote *votes = calloc((size_t)c->n, sizeof *votes);
+    size_t nodes = c->n > 0 ? (size_t)c->n : 1; /* c->n >= 1 here (a round decided); for the compiler */
+    unsigned char *only = calloc(nodes, 1);
+    rl_vote *votes = calloc(nodes, sizeof *votes);
     int lagging = 0, stored = 0;
     if (!only || !votes) {
         snprintf(why, whylen, "out of memory");
