@@ -87,14 +87,15 @@ static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) {
 
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out) {
     if (!res || reslen == 0) return finish(out, RL_MISUSE, "resource must be a non-empty name");
-    if (reslen + strlen(c->set.key_prefix) > RL_RESOURCE_MAX)
+    size_t pl = strlen(c->set.key_prefix);
+    if (reslen + pl > RL_RESOURCE_MAX)
         return finish(out, RL_MISUSE, "resource name is too long: key_prefix plus resource may be at most %d bytes",
                       RL_RESOURCE_MAX);
     /* Such a name's key would be a fencing floor's (rl_floor.h). */
     if (reslen >= sizeof RL_FLOOR_NAME - 1 && memcmp(res, RL_FLOOR_NAME, sizeof RL_FLOOR_NAME - 1) == 0)
         return finish(out, RL_MISUSE, "names starting with '" RL_FLOOR_NAME "' are kept for the keys of fencing "
                                       "floors; choose another name");
-    if (rl_floor_is_own(c->set.key_prefix, strlen(c->set.key_prefix), res, reslen))
+    if (rl_floor_is_own(c->set.key_prefix, pl, res, reslen))
         return finish(out, RL_MISUSE, "under this key_prefix, which leaves a '{' open, this name's key is the key "
                                       "of its own fencing floor; choose another name");
     return RL_OK;

@@ -73,16 +73,23 @@
     "if tonumber(sc) <= now then return 0 end " \
     "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1"
 
+/* stretch(k, t): counter or floor k lives at least t ms (a number, or its
+ * text) when it holds a number, so that the next holder's number is still
+ * higher after a lock that outlives it. A key holding anything else may be
+ * another client's lock (the name x:fence taken while x's counter was
+ * gone, or, under another key prefix, the name of a floor): left alone. */
+#define RL_LUA_STRETCH_FENCE \
+    "local function stretch(k, t) local v = redis.pcall('get', k) " \
+    "if type(v) == 'string' and string.find(v, '^%d+$') then local p = redis.call('pttl', k) " \
+    "if p >= 0 and p < tonumber(t) then redis.call('pexpire', k, t) end end end "
+
 /* KEYS[1] lock key, KEYS[2] and KEYS[3] (with fencing) the fence counter
  * and the fencing floor (rl_floor.h); ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
  * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
  * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
- * not ours: it is never re-created. A counter or floor that would expire
- * before the lock is made to live as long, so the next holder's number is
- * still higher, when it holds a number: its key may be another client's
- * lock (the name x:fence taken while x's counter was gone, or, under
- * another key prefix, the name of a floor). On a shared lock (sorted set) our live member gets the new
+ * not ours: it is never re-created. Its counter and floor are made to
+ * live as long (RL_LUA_STRETCH_FENCE). On a shared lock (sorted set) our live member gets the new
  * expiry on the node's clock; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
@@ -99,17 +106,13 @@
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
     "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
     RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
-    "for i = 2, #KEYS do local v = redis.pcall('get',KEYS[i]) " \
-    "if type(v) == 'string' and string.find(v, '^%d+$') then " \
-    "local t = redis.call('pttl',KEYS[i]) " \
-    "if t >= 0 and t < tonumber(ARGV[2]) then redis.call('pexpire',KEYS[i],ARGV[2]) end end end " \
+    RL_LUA_STRETCH_FENCE "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end " \
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
  * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters
- * and the rest their fencing floors, each once (a floor made to live as
- * long as the longest TTL given to a name; counters and floors only when
- * they hold a number, as in RL_SCRIPT_EXTEND);
+ * and the rest their fencing floors, each once (RL_LUA_STRETCH_FENCE; a
+ * floor to the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
@@ -118,21 +121,16 @@
  * so the other keys of the call are still extended); never re-created.
  * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
-    RL_LUA_SET_KEEP \
+    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE \
     "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
     "out[i] = redis.call('pexpire',KEYS[i],t) " \
     "if redis.call('pexpire',KEYS[i] .. ':holder',t) == 0 and pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
-    "if f then local v = redis.pcall('get',KEYS[n + i]) " \
-    "if type(v) == 'string' and string.find(v, '^%d+$') then local p = redis.call('pttl',KEYS[n + i]) " \
-    "if p >= 0 and p < t then redis.call('pexpire',KEYS[n + i],t) end end end " \
+    "if f then stretch(KEYS[n + i], t) end " \
     "else out[i] = 0 end end " \
     "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
-    "for i = 2 * n + 1, #KEYS do local v = redis.pcall('get',KEYS[i]) " \
-    "if type(v) == 'string' and string.find(v, '^%d+$') then " \
-    "local p = redis.call('pttl',KEYS[i]) " \
-    "if p >= 0 and p < top then redis.call('pexpire',KEYS[i],top) end end end end " \
+    "for i = 2 * n + 1, #KEYS do stretch(KEYS[i], top) end end " \
     "for tok, t in pairs(keep) do setkeep(pre, tok, t) end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
@@ -208,15 +206,16 @@
     "number can still be drawn from (digits only, below 2^53 - 1)') end "
 
 /* keep(k, t, had): counter or floor k, just written (with KEEPTTL when it
- * existed: had), lives at least t ms more, or for ever when t is 0; a
+ * existed: had), lives at least t ms more (t: the digits of the setting,
+ * given to PEXPIRE as they are), or for ever when t is 0; a
  * longer expiry, or none, that another client gave it is kept, since
  * clients may differ in fence_ttl_ms and a floor is shared by names.
  * Compared here rather than with PEXPIRE GT, which Redis before 7.0 does
  * not know. */
 #define RL_LUA_KEEP_FENCE \
-    "local function keep(k, t, had) if t == 0 then redis.call('persist', k) return end " \
+    "local function keep(k, t, had) if tonumber(t) == 0 then redis.call('persist', k) return end " \
     "local p = had and redis.call('pttl', k) or -2 " \
-    "if p ~= -1 and p < t then redis.call('pexpire', k, t) end end "
+    "if p ~= -1 and p < tonumber(t) then redis.call('pexpire', k, t) end end "
 
 /* The fencing number of a single acquisition, once its lock key KEYS[1] is
  * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
@@ -236,7 +235,7 @@
     "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 " \
     "if f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) return notfence('fencing floor', " fk ") end " \
     "redis.call('set'," ck ",string.format('%.0f', f),'KEEPTTL') end " \
-    "keep(" ck ", tonumber(" fttl "), had) "
+    "keep(" ck ", " fttl ", had) "
 
 /* KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] fencing floor; ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] counter ttl ms (0: never expires). The new
@@ -257,7 +256,7 @@
     "' holds no number; it was left as it is') end " \
     "if (tonumber(v or '0') or 0) < tonumber(ARGV[1]) then " \
     "if v then redis.call('set',KEYS[1],ARGV[1],'KEEPTTL') else redis.call('set',KEYS[1],ARGV[1]) end end " \
-    "keep(KEYS[1], tonumber(ARGV[2]), v) return 1"
+    "keep(KEYS[1], ARGV[2], v) return 1"
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
@@ -313,7 +312,7 @@
     "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
     "if fenced then local g = string.format('%.0f', top) for i = 2 * n + 1, #KEYS do " \
     "if had[i] then call('set', KEYS[i], g, 'KEEPTTL') else call('set', KEYS[i], g) end " \
-    "keep(KEYS[i], tonumber(ARGV[3]), had[i]) end " \
+    "keep(KEYS[i], ARGV[3], had[i]) end " \
     "return {1, top} end " \
     "return {1}"
 
@@ -364,13 +363,13 @@
  * left alone, an error. */
 #define RL_SCRIPT_FENCE_WRITEBACK_MANY \
     RL_LUA_KEEP_FENCE \
-    "local t, g = tonumber(ARGV[1]), tonumber(ARGV[2]) " \
+    "local g = tonumber(ARGV[2]) " \
     "for i = 1, #KEYS do local v = redis.pcall('get', KEYS[i]) if type(v) == 'table' then return v end " \
     "if v and not string.find(v, '^%d+$') then return redis.error_reply('fencing floor ' .. KEYS[i] .. " \
     "' holds no number; it was left as it is') end " \
     "if (tonumber(v or '0') or 0) < g then " \
     "if v then redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL') else redis.call('set', KEYS[i], ARGV[2]) end " \
-    "keep(KEYS[i], t, v) end end return 1"
+    "keep(KEYS[i], ARGV[1], v) end end return 1"
 
 /* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key,
  * KEYS[2] and KEYS[3] (with fencing) fence counter and fencing floor (as

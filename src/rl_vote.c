@@ -56,8 +56,8 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         if (r->type == REDIS_REPLY_STATUS && r->len == 2 && memcmp(r->str, "OK", 2) == 0) return RL_V_YES;
         if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
-    case RL_K_ACQUIRE_FENCED: /* the new fence number, below 2^53 - 1 (rl_scripts.h, RL_LUA_IS_FENCE) */
-        if (is_int && r->integer > 0 && r->integer < (1LL << 53) - 1) return yes_with(value, r->integer);
+    case RL_K_ACQUIRE_FENCED: /* the new fence number */
+        if (is_int && r->integer > 0 && r->integer < RL_FENCE_LIMIT) return yes_with(value, r->integer);
         if (r->type == REDIS_REPLY_NIL) return said(RL_V_NO, why, whylen, "held by someone else");
         return unexpected(r, why, whylen);
     case RL_K_ACQUIRE_MANY:
@@ -67,7 +67,7 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             const rl_reply *head = r->element[0];
             if (head->integer == 1 && r->elements == 1) return yes_with(value, 0);
             if (head->integer == 1 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
-                r->element[1]->integer >= 1 && r->element[1]->integer < (1LL << 53) - 1)
+                r->element[1]->integer >= 1 && r->element[1]->integer < RL_FENCE_LIMIT)
                 return yes_with(value, r->element[1]->integer);
             if (head->integer == 0 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER &&
                 r->element[1]->integer >= 1) {

@@ -34,6 +34,11 @@ typedef struct rl_vote {
     int down_owes;
 } rl_vote;
 
+/* Fencing numbers stay below this, 2^53 - 1 (RL_FENCE_LIMIT_TEXT, which
+ * the scripts of rl_scripts.h compare with): a reply at or above it is not
+ * one of ours. */
+#define RL_FENCE_LIMIT ((1LL << 53) - 1)
+
 /* Classifies reply r to a command of kind (RL_K_* of rl_kind.h) into an
  * RL_V_* state, with *value (fence) and a reason in why for NO and FAIL.
  * The text of an error reply is shown with the secrets of sec masked. */

@@ -439,14 +439,15 @@ static void test_floor_keys(void) {
 }
 
 /* An acquire_many answer: {1}, {1, fence} or {0, i}; the fence is an
- * integer from 1 to 2^53 and becomes the vote's value. */
+ * integer from 1 to below RL_FENCE_LIMIT and becomes the vote's value. */
 static void test_many_fences(void) {
     rl_reply one = {.type = REDIS_REPLY_INTEGER, .integer = 1}, five = {.type = REDIS_REPLY_INTEGER, .integer = 5};
     rl_reply zero = {.type = REDIS_REPLY_INTEGER, .integer = 0};
     rl_reply big = {.type = REDIS_REPLY_INTEGER, .integer = (1LL << 53) + 1};
+    rl_reply limit = {.type = REDIS_REPLY_INTEGER, .integer = RL_FENCE_LIMIT};
     rl_reply fs = {.type = REDIS_REPLY_STRING, .str = "3 1", .len = 3};
     rl_reply *alone[] = {&one}, *with[] = {&one, &five}, *text[] = {&one, &fs}, *three[] = {&one, &five, &five};
-    rl_reply *nought[] = {&one, &zero}, *huge[] = {&one, &big};
+    rl_reply *nought[] = {&one, &zero}, *huge[] = {&one, &big}, *at_limit[] = {&one, &limit};
     rl_reply arr = {.type = REDIS_REPLY_ARRAY, .elements = 1, .element = alone};
     long long value = -1;
     char why[RL_ERR_REASON_MAX];
@@ -455,13 +456,16 @@ static void test_many_fences(void) {
     arr.elements = 2, arr.element = with;
     expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_YES && value == 5,
            "many_fences", "{1, 5}: value %lld", value);
-    rl_reply **bad[] = {text, nought, huge};
-    const char *what[] = {"{1, \"3 1\"}: fences as text are not this script's answer", "{1, 0}", "{1, 2^53 + 1}"};
-    for (int i = 0; i < 3; i++) {
+    rl_reply **bad[] = {text, nought, huge, at_limit};
+    const char *what[] = {"{1, \"3 1\"}: fences as text are not this script's answer", "{1, 0}", "{1, 2^53 + 1}",
+                          "{1, 2^53 - 1}: the limit itself"};
+    for (int i = 0; i < 4; i++) {
         arr.element = bad[i];
         expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
                "%s", what[i]);
     }
+    expect(strtoll(RL_FENCE_LIMIT_TEXT, NULL, 10) == RL_FENCE_LIMIT, "many_fences",
+           "the scripts' limit %s is the client's", RL_FENCE_LIMIT_TEXT);
     arr.elements = 3, arr.element = three;
     expect(rl_vote_classify(RL_K_ACQUIRE_MANY, &arr, NULL, &value, why, sizeof why) == RL_V_FAIL, "many_fences",
            "{1, 5, 5}");
