@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
 
     int64_t t_start = now_ns(), t_end = t_start + (int64_t)(seconds * 1e9), t = t_start;
     const int warmup = 200;
-    double cpu0 = 0;
+    double cpu0 = 0, user0 = 0;
     for (uint64_t i = 1;; i++) {
         char key[128], fkey[160], chan[160], details[300], token[RL_TOKEN_LEN + 1];
         int kl = snprintf(key, sizeof key, "%s%llu", prefix, (unsigned long long)i);
@@ -254,7 +254,7 @@ int main(int argc, char **argv) {
         round_all(7, r, rl, ok_release);
         by_digest = evalsha; /* every script ran once in full: the nodes have it cached */
         int64_t t2 = now_ns();
-        if (i == warmup) t_start = t2, t_end = t2 + (int64_t)(seconds * 1e9), cpu0 = cpu_us();
+        if (i == warmup) t_start = t2, t_end = t2 + (int64_t)(seconds * 1e9), cpu0 = cpu_us(), user0 = user_cpu_us();
         else if (i > warmup) {
             if (cnt == cap) lat = realloc(lat, (cap *= 2) * sizeof *lat);
             lat[cnt++] = t2 - t;
@@ -262,13 +262,13 @@ int main(int argc, char **argv) {
         t = t2;
         if (i > warmup && t2 >= t_end) break;
     }
-    double secs = (double)(t - t_start) / 1e9, cpu = cpu_us() - cpu0;
+    double secs = (double)(t - t_start) / 1e9, cpu = cpu_us() - cpu0, user = user_cpu_us() - user0;
     qsort(lat, cnt, sizeof *lat, cmp_i64);
     double sum = 0;
     for (size_t i = 0; i < cnt; i++) sum += (double)lat[i];
-    printf("{\"cycles\": %zu, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f}\n",
+    printf("{\"cycles\": %zu, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f, \"user_us\": %.1f}\n",
            cnt, secs, (double)cnt / secs, lat[cnt / 2] / 1e3, lat[(size_t)(cnt * 0.99)] / 1e3, sum / (double)cnt / 1e3,
-           cpu / (double)cnt);
+           cpu / (double)cnt, user / (double)cnt);
     for (int i = 0; i < n; i++) redisFree(ctx[i]);
     free(lat);
     free(nodes);

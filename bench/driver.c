@@ -158,18 +158,18 @@ static int cmd_cycles(int argc, char **argv) {
     int64_t n = (int64_t)(seconds * 1e9 * (double)warm / (double)wt);
     if (n < 500) n = 500;
     if (n > 2000000) n = 2000000;
-    double cpu0 = cpu_us();
+    double cpu0 = cpu_us(), user0 = user_cpu_us();
     int64_t t = run_cycles(db, &l, prefix, n, shared);
-    double cpu = cpu_us() - cpu0;
+    double cpu = cpu_us() - cpu0, user = user_cpu_us() - user0;
     const char *dump = getenv("BENCH_LAPS_FILE"); /* every lap in order, in ns, for a closer look */
     FILE *df = dump ? fopen(dump, "w") : NULL;
     for (size_t i = 0; df && i < l.n; i++) fprintf(df, "%lld\n", (long long)l.d[i]);
     if (df) fclose(df);
     qsort(l.d, l.n, sizeof *l.d, cmp_i64);
     double secs = (double)t / 1e9;
-    printf("{\"cycles\": %lld, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f}\n",
+    printf("{\"cycles\": %lld, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f, \"user_us\": %.1f}\n",
            (long long)n, secs, (double)n / secs, l.d[l.n / 2] / 1e3, l.d[(size_t)((double)l.n * 0.99)] / 1e3,
-           (double)t / (double)n / 1e3, cpu / (double)n);
+           (double)t / (double)n / 1e3, cpu / (double)n, user / (double)n);
     sqlite3_close(db);
     free(l.d);
     return 0;
