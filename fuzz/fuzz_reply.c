@@ -1,10 +1,13 @@
 /* fuzz_reply: arbitrary bytes from a "Redis server" through our reply
- * reader (rl_reader_new: hiredis's parser building rl_reply objects), fed in
- * fuzzed chunk sizes; every reply parsed is classified by rl_vote_classify
+ * reader (rl_resp_next_reply: its quick path for integers, else hiredis's
+ * parser building rl_reply objects), fed in fuzzed chunk sizes, and
+ * through hiredis's parser alone beside it; every reply parsed is
+ * classified by rl_vote_classify
  * for every command kind and handed to rl_node_on_setup_reply for every
  * set-up kind, on a minimal client of two nodes.
  *
- * Invariants: no crash, leak or undefined behaviour; a vote is yes only in
+ * Invariants: no crash, leak or undefined behaviour; the quick path reads
+ * the same replies as hiredis alone, and fails where it fails; a vote is yes only in
  * the exact success shape of its command (never for an error, nil, string
  * or array, never for a set-up or unknown kind); a no or fail always says
  * why, in text without control characters; the reason fits its buffer;
@@ -117,20 +120,38 @@ static void classify(const rl_reply *r, int depth) {
             if (r->element[i]) classify(r->element[i], depth + 1);
 }
 
+/* Whether two replies are the same, element by element. */
+static int same_reply(const rl_reply *a, const rl_reply *b) {
+    if (!a || !b) return a == b;
+    if (a->type != b->type || a->integer != b->integer || a->len != b->len || a->elements != b->elements ||
+        !a->str != !b->str || (a->str && memcmp(a->str, b->str, a->len) != 0))
+        return 0;
+    for (size_t i = 0; i < a->elements; i++)
+        if (!same_reply(a->element[i], b->element[i])) return 0;
+    return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!client) setup_client();
     fuzz_in in = {data, size};
     unsigned chunk = fuzz_byte(&in) % 64;
-    redisReader *rd = rl_reader_new();
-    FUZZ_CHECK(rd, "rl_reader_new");
+    redisReader *rd = rl_reader_new(), *plain = rl_reader_new();
+    FUZZ_CHECK(rd && plain, "rl_reader_new");
     int replies = 0;
     while (in.n) {
         size_t got;
         const uint8_t *p = fuzz_bytes(&in, chunk ? chunk : in.n, &got);
         if (redisReaderFeed(rd, (const char *)p, got) != REDIS_OK) break;
-        void *r = NULL;
+        FUZZ_CHECK(redisReaderFeed(plain, (const char *)p, got) == REDIS_OK, "hiredis alone took no bytes");
+        rl_reply *r = NULL;
         int rc;
-        while ((rc = redisReaderGetReply(rd, &r)) == REDIS_OK && r) {
+        for (;;) {
+            void *other = NULL;
+            rc = rl_resp_next_reply(rd, &r);
+            int prc = redisReaderGetReply(plain, &other);
+            FUZZ_CHECK(rc == prc && same_reply(r, other), "the quick path read another reply than hiredis");
+            rl_reply_free(other);
+            if (rc != REDIS_OK || !r) break;
             if (replies++ < 64) classify(r, 0);
             rl_reply_free(r);
             r = NULL;
@@ -141,5 +162,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
     }
     rl_reader_free(rd);
+    rl_reader_free(plain);
     return 0;
 }

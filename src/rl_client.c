@@ -97,6 +97,8 @@ void rl_client_free(rl_client *c) {
     for (int i = 0; i < c->n; i++) node_free(c->nodes[i]);
     free(c->nodes);
     for (int i = 0; i < RL_RECENT_FENCED; i++) free(c->recent_fenced[i].fkey);
+    rl_buf_free(&c->round_cmd[0]);
+    rl_buf_free(&c->round_cmd[1]);
     free_text_settings(&c->set);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);

@@ -122,10 +122,10 @@ static int flush_out(rl_conn *c) {
     return 0;
 }
 
-int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens) {
-    if (c->broken) return -1;
-    size_t before = c->out.len;
-    if (rl_buf_append_command(&c->out, argc, argv, lens) != 0) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
+/* A command was appended to c->out from before on (appended: 0, or -1
+ * when out of memory): its tag goes on the FIFO and the bytes out. */
+static int queued(rl_conn *c, const rl_tag *tag, size_t before, int appended) {
+    if (appended != 0) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
     if (tag && push_tag(c, tag) != 0) {
         c->out.len = before;
         return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
@@ -133,6 +133,19 @@ int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *arg
     if (!c->connecting && !c->handshaking) return flush_out(c);
     return 0;
 }
+
+int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens) {
+    if (c->broken) return -1;
+    size_t before = c->out.len;
+    return queued(c, tag, before, rl_buf_append_command(&c->out, argc, argv, lens));
+}
+
+int rl_conn_send_resp(rl_conn *c, const rl_tag *tag, const char *cmd, size_t len) {
+    if (c->broken) return -1;
+    size_t before = c->out.len;
+    return queued(c, tag, before, rl_buf_append(&c->out, cmd, len));
+}
+
 
 short rl_conn_events(const rl_conn *c) {
     if (c->broken) return 0;
@@ -268,9 +281,9 @@ int rl_conn_progress(rl_conn *c, short revents) {
 }
 
 int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
-    void *r = NULL;
+    rl_reply *r = NULL;
     *reply = NULL;
-    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
+    if (rl_resp_next_reply(c->reader, &r) != REDIS_OK) {
         if (c->broken) return -1;
         c->broken = 1;
         if (rl_reader_too_big(c->reader))

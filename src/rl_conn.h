@@ -68,6 +68,9 @@ void rl_conn_close(rl_conn *c);
  * send it at once. Returns 0, or -1 when broken or out of memory. */
 int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens);
 
+/* rl_conn_send for a command already in RESP form (len bytes at cmd). */
+int rl_conn_send_resp(rl_conn *c, const rl_tag *tag, const char *cmd, size_t len);
+
 /* The poll(2) events this connection waits for (0 when idle). */
 short rl_conn_events(const rl_conn *c);
 

@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_resp.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,12 @@ size_t rl_resp_decimal(char *buf, unsigned long long v) {
  * returns the end. */
 static char *put_header(char *p, char kind, size_t n) {
     *p++ = kind;
-    p += rl_resp_decimal(p, n);
+    if (n < 10) /* most headers: written without the general conversion */
+        *p++ = (char)('0' + n);
+    else if (n < 100)
+        *p++ = (char)('0' + n / 10), *p++ = (char)('0' + n % 10);
+    else
+        p += rl_resp_decimal(p, n);
     *p++ = '\r';
     *p++ = '\n';
     return p;
@@ -50,6 +56,13 @@ int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const si
         *p++ = '\n';
     }
     b->len = (size_t)(p - b->data);
+    return 0;
+}
+
+int rl_buf_append(rl_buf *b, const char *p, size_t n) {
+    if (buf_reserve(b, n) != 0) return -1;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
     return 0;
 }
 
@@ -167,6 +180,53 @@ void rl_reader_free(redisReader *r) {
     if (!r) return;
     free(r->privdata);
     redisReaderFree(r);
+}
+
+/* Parses ":<integer>\r\n" at p (n bytes there) into *v, as hiredis would
+ * accept it: an optional '-', no leading zero, no "-0", no overflow.
+ * Returns the bytes it spans, or 0 when it is not such a line in full
+ * (hiredis then reads it, or says what is wrong with it). */
+static size_t quick_integer(const char *p, size_t n, long long *v) {
+    size_t i = 1, first;
+    int neg = i < n && p[i] == '-';
+    i += (size_t)neg;
+    first = i;
+    unsigned long long u = 0;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+        if (i - first >= 19) return 0; /* more digits than any long long: hiredis decides */
+        u = u * 10 + (unsigned long long)(p[i] - '0');
+    }
+    if (i == first || (p[first] == '0' && (i - first > 1 || neg)) || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n')
+        return 0;
+    if (u > (neg ? (unsigned long long)LLONG_MAX + 1 : (unsigned long long)LLONG_MAX)) return 0;
+    *v = neg ? (long long)(0 - u) : (long long)u;
+    return i + 2;
+}
+
+int rl_resp_next_reply(redisReader *r, rl_reply **reply) {
+    *reply = NULL;
+    /* Between two replies: no task, or (after a call that found no byte)
+     * only the root task hiredis set up, untyped yet. */
+    int between = !r->err && (r->ridx == -1 || (r->ridx == 0 && r->rstack[0].type < 0));
+    if (between && r->pos >= r->len) return REDIS_OK;
+    /* Taken here only while hiredis still trims what was read: it does so
+     * once 1 KiB is behind its cursor. */
+    if (between && r->pos < 1024 && r->buf[r->pos] == ':') {
+        long long v;
+        size_t used = quick_integer(r->buf + r->pos, r->len - r->pos, &v);
+        rl_reply *out = used ? calloc(1, sizeof *out) : NULL;
+        if (out) { /* without memory, hiredis reads it and fails as it does then */
+            out->type = REDIS_REPLY_INTEGER;
+            out->integer = v;
+            r->pos += used;
+            *reply = out;
+            return REDIS_OK;
+        }
+    }
+    void *got = NULL;
+    int rc = redisReaderGetReply(r, &got);
+    *reply = got;
+    return rc;
 }
 
 int rl_reader_too_big(const redisReader *r) {

@@ -443,7 +443,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
      * still draining must be settled (marked down) before anything is sent
      * to it. Looking without that costs a system call per round. */
     r->polls_stale = polls_stale(c, r);
-    if (needs_service(c, r, r->start_us)) {
+    int looked = needs_service(c, r, r->start_us);
+    if (looked) {
         rl_round_service(c, 0);
         c->looked_us = r->start_us;
         r->polls_stale = polls_stale(c, r); /* of the connections the look left */
@@ -463,15 +464,18 @@ void rl_round_run(rl_client *c, rl_round *r) {
         sha_argv[1] = digest, sha_lens[1] = 40;
     }
     int64_t now = r->start_us;
+    int formatted[2] = {0, 0}; /* round_cmd[by_digest] holds this round's command */
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         rl_vote *v = &r->votes[i];
         memset(v, 0, sizeof *v);
         if (r->only && !r->only[i]) continue;
-        r->asked++;
-        /* Read afresh for each node, the first too: a pause since start_us
-         * would leave its deadline already past when its command goes out. */
-        now = rl_now_us();
+        /* Read afresh for each node: a pause since the last reading would
+         * leave its deadline already past when its command goes out. The
+         * first node takes start_us when no look (a system call) came
+         * between: only a few instructions did, and a pause can fall just
+         * after any reading. */
+        if (r->asked++ > 0 || looked) now = rl_now_us();
         v->state = RL_V_PENDING;
         /* No new connection while the stalled one still owes
          * replies. A release sent on a new connection could overtake a SET
@@ -509,8 +513,20 @@ void rl_round_run(rl_client *c, rl_round *r) {
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
-        if (rl_conn_send(node->conn, &tag, r->argc, tag.by_digest ? sha_argv : r->argv,
-                         tag.by_digest ? sha_lens : r->lens) != 0) {
+        /* Formatted once for every node it goes to (with one node, right
+         * into its connection); without memory for that, each connection
+         * formats its own (and fails as it would). */
+        rl_buf *cmd = &c->round_cmd[tag.by_digest];
+        if (!formatted[tag.by_digest] && c->n > 1) {
+            cmd->len = cmd->off = 0;
+            formatted[tag.by_digest] = rl_buf_append_command(cmd, r->argc, tag.by_digest ? sha_argv : r->argv,
+                                                             tag.by_digest ? sha_lens : r->lens) == 0;
+        }
+        int sent = formatted[tag.by_digest]
+                       ? rl_conn_send_resp(node->conn, &tag, cmd->data, cmd->len)
+                       : rl_conn_send(node->conn, &tag, r->argc, tag.by_digest ? sha_argv : r->argv,
+                                      tag.by_digest ? sha_lens : r->lens);
+        if (sent != 0) {
             if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);

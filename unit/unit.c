@@ -8,6 +8,7 @@
  *   make unit              build/unit/unit (ASan+UBSan with SANITIZE=1)
  * SPDX-License-Identifier: BSD-3-Clause */
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,13 @@ static void test_resp_read(void) {
         {"-ERR bad\r\n", 1, REDIS_REPLY_ERROR, 0, "ERR bad", 0},
         {":42\r\n", 1, REDIS_REPLY_INTEGER, 42, NULL, 0},
         {":-7\r\n", 1, REDIS_REPLY_INTEGER, -7, NULL, 0},
+        {":0\r\n", 1, REDIS_REPLY_INTEGER, 0, NULL, 0},
+        {":9223372036854775807\r\n", 1, REDIS_REPLY_INTEGER, LLONG_MAX, NULL, 0},
+        {":-9223372036854775808\r\n", 1, REDIS_REPLY_INTEGER, LLONG_MIN, NULL, 0},
+        {":007\r\n", -1, 0, 0, NULL, 0}, /* left by the quick path to hiredis, which refuses it */
+        {":-0\r\n", -1, 0, 0, NULL, 0},
+        {":12\r", 0, 0, 0, NULL, 0},
+        {":12", 0, 0, 0, NULL, 0},
         {"$3\r\nabc\r\n", 1, REDIS_REPLY_STRING, 0, "abc", 0},
         {"$-1\r\n", 1, REDIS_REPLY_NIL, 0, NULL, 0},
         {"*2\r\n$1\r\na\r\n:1\r\n", 1, REDIS_REPLY_ARRAY, 0, NULL, 2},
@@ -193,9 +201,9 @@ static void test_resp_read(void) {
             expect(0, "resp_read", "no reader");
             return;
         }
-        void *out = NULL;
+        rl_reply *out = NULL;
         int fed = redisReaderFeed(r, t[i].bytes, strlen(t[i].bytes));
-        int rc = fed == REDIS_OK ? redisReaderGetReply(r, &out) : REDIS_ERR;
+        int rc = fed == REDIS_OK ? rl_resp_next_reply(r, &out) : REDIS_ERR;
         int got = rc != REDIS_OK ? -1 : out ? 1 : 0;
         const rl_reply *rep = out;
         int ok = got == t[i].ok;
@@ -209,6 +217,56 @@ static void test_resp_read(void) {
         rl_reply_free(out);
         rl_reader_free(r);
     }
+}
+
+/* Reads every reply of bytes fed in chunks of chunk bytes with
+ * rl_resp_next_reply (quick) or hiredis alone, described into out. */
+static void replies_of(const char *bytes, size_t n, size_t chunk, int quick, char *out, size_t outlen) {
+    redisReader *r = rl_reader_new();
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t at = 0; r && at < n; at += chunk) {
+        if (redisReaderFeed(r, bytes + at, n - at < chunk ? n - at : chunk) != REDIS_OK) break;
+        for (;;) {
+            rl_reply *rep = NULL;
+            void *raw = NULL;
+            int rc = quick ? rl_resp_next_reply(r, &rep) : redisReaderGetReply(r, &raw);
+            if (!quick) rep = raw;
+            if (rc != REDIS_OK || !rep) {
+                if (rc != REDIS_OK) used += (size_t)snprintf(out + used, outlen - used, "error;");
+                break;
+            }
+            used += (size_t)snprintf(out + used, outlen - used, "%d:%lld:%s;", rep->type, rep->integer,
+                                     rep->str ? rep->str : "");
+            rl_reply_free(rep);
+            if (used >= outlen) used = outlen - 1;
+        }
+    }
+    rl_reader_free(r);
+}
+
+/* The quick path reads what hiredis reads, reply for reply, whatever the
+ * chunks, past the 1 KiB hiredis trims at. */
+static void test_resp_quick_matches_hiredis(void) {
+    char stream[4096];
+    size_t n = 0;
+    static const char *const parts[] = {":1\r\n", ":-12\r\n", "$-1\r\n", "+OK\r\n", ":0\r\n", ":-90\r\n",
+                                        "*2\r\n:1\r\n:2\r\n", "-ERR x\r\n", ":9223372036854775807\r\n"};
+    for (int i = 0; n + 32 < sizeof stream; i++) {
+        const char *p = parts[(i * 7 + i / 3) % (sizeof parts / sizeof parts[0])];
+        memcpy(stream + n, p, strlen(p));
+        n += strlen(p);
+    }
+    static char a[16384], b[16384];
+    const size_t chunks[] = {1, 2, 3, 5, 7, 64, 1000, sizeof stream};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        replies_of(stream, n, chunks[i], 1, a, sizeof a);
+        replies_of(stream, n, chunks[i], 0, b, sizeof b);
+        expect(strcmp(a, b) == 0 && strlen(a) > 1000, "resp_quick", "chunks of %zu: the replies differ", chunks[i]);
+    }
+    replies_of(":1\r\n:x\r\n:2\r\n", 14, 3, 1, a, sizeof a); /* a bad integer: hiredis's answer, whatever it is */
+    replies_of(":1\r\n:x\r\n:2\r\n", 14, 3, 0, b, sizeof b);
+    expect(strcmp(a, b) == 0, "resp_quick", "a bad integer: '%s' against hiredis's '%s'", a, b);
 }
 
 /* ---- rl_vote: what a reply means ------------------------------------------ */
@@ -603,6 +661,7 @@ int main(void) {
     test_resp_format();
     test_resp_decimal();
     test_resp_read();
+    test_resp_quick_matches_hiredis();
     test_vote_classify();
     test_vote_items();
     test_many_fences();
