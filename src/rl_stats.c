@@ -46,9 +46,10 @@ static uint32_t name_hash(const char *s, size_t n) {
 
 rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen) {
     if (!ls->slots && !(ls->slots = calloc(RL_LOCKSTATS_SLOTS, sizeof *ls->slots))) return NULL;
-    uint32_t i = name_hash(res, reslen) & (RL_LOCKSTATS_SLOTS - 1);
-    for (; ls->slots[i]; i = (i + 1) & (RL_LOCKSTATS_SLOTS - 1)) {
-        rl_lockstat *row = &ls->rows[ls->slots[i] - 1];
+    uint32_t hash = name_hash(res, reslen), i = hash & (RL_LOCKSTATS_SLOTS - 1);
+    for (; ls->slots[i].row; i = (i + 1) & (RL_LOCKSTATS_SLOTS - 1)) {
+        if (ls->slots[i].hash != hash) continue;
+        rl_lockstat *row = &ls->rows[ls->slots[i].row - 1];
         if (row->reslen == reslen && memcmp(row->res, res, reslen) == 0) return row;
     }
     if (ls->n >= RL_LOCKSTATS_MAX) {
@@ -68,7 +69,7 @@ rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen)
     memcpy(row->res, res, reslen);
     row->res[reslen] = '\0';
     row->reslen = reslen;
-    ls->slots[i] = ++ls->n; /* the empty slot the probe stopped at */
+    ls->slots[i] = (rl_lockstat_slot){.row = ++ls->n, .hash = hash}; /* the empty slot the probe stopped at */
     return row;
 }
 

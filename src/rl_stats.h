@@ -54,10 +54,17 @@ typedef struct rl_lockstat {
  * so a lookup probes a few slots even when every row is used. */
 #define RL_LOCKSTATS_SLOTS 2048
 
+/* A slot of the name index: the row's name hash beside it, so a probe
+ * past other names compares numbers, not the rows' names. */
+typedef struct rl_lockstat_slot {
+    int32_t row;             /* row number + 1 (0: empty) */
+    uint32_t hash;
+} rl_lockstat_slot;
+
 typedef struct rl_lockstats {
     rl_lockstat *rows;
     int n, cap;
-    int32_t *slots;          /* owned, RL_LOCKSTATS_SLOTS row numbers + 1 (0: empty), by name hash */
+    rl_lockstat_slot *slots; /* owned, RL_LOCKSTATS_SLOTS of them, by name hash */
     int64_t untracked;       /* calls on names beyond RL_LOCKSTATS_MAX */
 } rl_lockstats;
 
