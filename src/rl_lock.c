@@ -257,14 +257,17 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
  * nodes that said yes with a lower number than fence (waiting, bounded by
  * their timeouts) and remembers the round so late yes replies get the same.
  * Returns how many nodes are known to store fence now (said yes with it, or
- * confirmed the write-back); when a write-back failed, why says so. */
+ * confirmed the write-back); when a write-back failed, why says so. *waited
+ * says whether it waited on the nodes (time passed). */
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
-                           char *why, size_t whylen) {
+                           char *why, size_t whylen, int *waited) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
     int stored = 0;
+    *waited = 0;
     for (int i = 0; i < c->n; i++)
         if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
     if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
+    *waited = 1;
     size_t n = c->n > 0 ? (size_t)c->n : 1;
     unsigned char *only = calloc(n, 1);
     rl_vote *votes = calloc(n, sizeof *votes);
@@ -366,9 +369,12 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
             /* The number is ours to hand out only once a quorum stores it. */
-            stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
-            end_us = rl_now_us();
-            validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
+            int waited;
+            stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);
+            if (waited) { /* otherwise only instructions ran since the round's end */
+                end_us = rl_now_us();
+                validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
+            }
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {
@@ -376,6 +382,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             out->fence = fence;
             out->validity_ms = validity / 1000;
             out->valid_until_us = end_us + validity;
+            out->end_us = end_us;
             out->status = RL_OK;
             break;
         }

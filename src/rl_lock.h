@@ -35,6 +35,8 @@ typedef struct rl_outcome {
     rl_status status;
     int64_t validity_ms;     /* OK: time left as measured at the end of the call */
     int64_t valid_until_us;  /* OK: rl_now_us() at which validity ends */
+    int64_t end_us;          /* rl_now_us() as the call ended, when it read
+                                the clock then (0: it did not say) */
     long long fence;         /* OK acquire with fencing on: the fence number */
     int nodes, quorum, yes, no, fail;
     int attempts;

@@ -103,14 +103,15 @@ static int same_token(const rl_held *h, const char *token, size_t toklen) {
     return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
 }
 
-/* The longest hold of h's name, counted as h leaves. Caller holds s->mu. */
-static void count_hold(rl_session *s, const rl_held *h) {
+/* The longest hold of h's name, counted as h leaves at now_us. Caller
+ * holds s->mu. */
+static void count_hold(rl_session *s, const rl_held *h, int64_t now_us) {
 #ifdef RL_STATS_OFF
-    (void)s, (void)h;
+    (void)s, (void)h, (void)now_us;
     return;
 #endif
     rl_lockstat *st = rl_stats_lock_get(&s->stats, h->res, h->reslen);
-    int64_t ms = (rl_now_us() - h->acquired_us) / 1000;
+    int64_t ms = (now_us - h->acquired_us) / 1000;
     if (st && ms > st->hold_max_ms) st->hold_max_ms = ms;
 }
 
@@ -136,9 +137,14 @@ static void unlist(rl_session *s, int i) {
 }
 
 /* Caller holds s->mu. */
-static void forget(rl_session *s, int i) {
-    count_hold(s, &s->held[i]);
+/* Takes held lock i off the list, its hold ending at now_us. */
+static void forget_at(rl_session *s, int i, int64_t now_us) {
+    count_hold(s, &s->held[i], now_us);
     unlist(s, i);
+}
+
+static void forget(rl_session *s, int i) {
+    forget_at(s, i, rl_now_us());
 }
 
 /* Records a new lock taken at now_us, without starting the keeper;
@@ -183,7 +189,8 @@ static int record(rl_session *s, const char *res, size_t reslen, const char *tok
 static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
                     const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
     /* settings change only on this thread */
-    if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), rl_now_us(), o, kind, max_holders,
+    int64_t now = o->end_us ? o->end_us : rl_now_us();
+    if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), now, o, kind, max_holders,
                auto_extend) != 0)
         return -1;
     if (auto_extend && rl_session_keeper_kick(s) != 0) {
@@ -317,7 +324,7 @@ static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_
     return st;
 #endif
     if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
-    int64_t waited = (rl_now_us() - start) / 1000;
+    int64_t waited = ((out->end_us ? out->end_us : rl_now_us()) - start) / 1000;
     pthread_mutex_lock(&s->mu);
     rl_lockstat *ls = rl_stats_lock_get(&s->stats, res, reslen);
     if (ls) {
@@ -395,9 +402,10 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
     if (i >= 0 && same_token(&s->held[i], token, toklen)) {
         /* Gone from this session before the network call: the keeper stops extending it now.
          * Expired counts as lost: it was not safely ours to the end. */
-        was_lost = left_ms(&s->held[i]) == 0;
+        int64_t now = rl_now_us();
+        was_lost = left_ms_at(&s->held[i], now) == 0;
         if (was_lost && !s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
-        forget(s, i);
+        forget_at(s, i, now);
     }
     pthread_mutex_unlock(&s->mu);
     rl_status st = rl_lock_release(s->client, res, reslen, token, toklen, out);
@@ -592,7 +600,7 @@ int rl_session_release_all(rl_session *s) {
             return n;
         }
         rl_held h = s->held[s->nheld - 1];
-        count_hold(s, &h);
+        count_hold(s, &h, rl_now_us());
         rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, s->nheld - 1);
         s->nheld--;
         pthread_mutex_unlock(&s->mu);
