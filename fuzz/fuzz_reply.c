@@ -77,7 +77,9 @@ static void classify(const rl_reply *r, int depth) {
             rl_secrets sec = {.s = {"S3cret-pw", "0123456789abcdef0123456789abcdef"}, .len = {9, 32}, .n = 2,
                               .withhold = li == 3};
             int st = rl_vote_classify(kind, r, &sec, &value, why, lens[li]);
-            FUZZ_CHECK(!strstr(why, "S3cret") && !strstr(why, "012345"), "a secret in reason '%s'", why);
+            /* A piece of the token with letters: the digits alone may be any
+             * integer's (a reason may show a reply's number). */
+            FUZZ_CHECK(!strstr(why, "S3cret") && !strstr(why, "0123456789a"), "a secret in reason '%s'", why);
             FUZZ_CHECK(st == RL_V_YES || st == RL_V_NO || st == RL_V_FAIL, "state %d", st);
             FUZZ_CHECK(memchr(why, '\0', lens[li]) != NULL, "reason not terminated within %zu bytes", lens[li]);
             FUZZ_CHECK(why[lens[li]] == 'Z', "reason written past its buffer of %zu bytes", lens[li]);
@@ -137,17 +139,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned chunk = fuzz_byte(&in) % 64;
     redisReader *rd = rl_reader_new(), *plain = rl_reader_new();
     FUZZ_CHECK(rd && plain, "rl_reader_new");
+    rl_buf pending = {0};
     int replies = 0;
     while (in.n) {
         size_t got;
         const uint8_t *p = fuzz_bytes(&in, chunk ? chunk : in.n, &got);
-        if (redisReaderFeed(rd, (const char *)p, got) != REDIS_OK) break;
+        if (rl_buf_append(&pending, (const char *)p, got) != 0) break;
         FUZZ_CHECK(redisReaderFeed(plain, (const char *)p, got) == REDIS_OK, "hiredis alone took no bytes");
         rl_reply *r = NULL;
         int rc;
         for (;;) {
             void *other = NULL;
-            rc = rl_resp_next_reply(rd, &r);
+            rc = rl_resp_next_reply(rd, &pending, &r);
             int prc = redisReaderGetReply(plain, &other);
             FUZZ_CHECK(rc == prc && same_reply(r, other), "the quick path read another reply than hiredis");
             rl_reply_free(other);
@@ -163,5 +166,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     rl_reader_free(rd);
     rl_reader_free(plain);
+    rl_buf_free(&pending);
     return 0;
 }

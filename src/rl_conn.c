@@ -69,6 +69,7 @@ void rl_conn_close(rl_conn *c) {
     rl_tls_free(c->ssl);
     if (c->fd >= 0) close(c->fd);
     rl_reader_free(c->reader);
+    rl_buf_free(&c->in);
     rl_buf_free(&c->out);
     free(c->tags);
     free(c);
@@ -195,34 +196,57 @@ static ssize_t plain_recv(rl_conn *c, char *buf, size_t len, int flags) {
     return plain_first_bytes(c, buf) != 0 ? -1 : n;
 }
 
-/* Hands n bytes to the reply reader. */
-static int feed(rl_conn *c, const char *buf, size_t n) {
-    if (redisReaderFeed(c->reader, buf, n) != REDIS_OK) return set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
-    if (c->reader->len - c->reader->pos > RL_REPLY_MAX_BYTES)
+/* Room for one read at the end of c->in: RL_READ_ROOM bytes at least,
+ * more as earlier reads of a long reply filled it. What is left unread
+ * moves to the front first (a part of a reply: a few bytes), and a buffer
+ * a long reply grew goes once it is empty. NULL on OOM (c is broken). */
+#define RL_READ_ROOM 512
+#define RL_IN_KEEP 16384
+static char *read_room(rl_conn *c, size_t *room) {
+    rl_buf *b = &c->in;
+    if (b->off > 0) {
+        memmove(b->data, b->data + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+    }
+    if (b->len == 0 && b->cap > RL_IN_KEEP) rl_buf_free(b);
+    size_t want = b->len < RL_READ_ROOM ? RL_READ_ROOM : b->len; /* doubling: few reads for a long reply */
+    if (rl_buf_reserve(b, want) != 0) {
+        set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
+        return NULL;
+    }
+    *room = b->cap - b->len;
+    return b->data + b->len;
+}
+
+/* n bytes were read into the room read_room gave. */
+static int took(rl_conn *c, size_t n) {
+    c->in.len += n;
+    if (c->in.len - c->in.off + (c->reader->len - c->reader->pos) > RL_REPLY_MAX_BYTES)
         return set_broken(c, RL_ERR_PROTOCOL, "protocol error: a reply larger than 16 MiB", 0);
     return 0;
 }
 
-#define RL_READ_CHUNK 16384
-
 static int read_in(rl_conn *c) {
-    char buf[RL_READ_CHUNK];
     for (;;) {
+        size_t room;
+        char *buf = read_room(c, &room);
+        if (!buf) return -1;
         ssize_t n;
         if (c->ssl) {
             rl_error why;
-            n = rl_tls_read(c->ssl, buf, sizeof buf, &c->read_wants_write, &why);
+            n = rl_tls_read(c->ssl, buf, room, &c->read_wants_write, &why);
             if (n < 0) return tls_broken(c, &why);
             if (n == 0) return 0;
             c->got_any = 1;
         } else {
-            n = plain_recv(c, buf, sizeof buf, MSG_DONTWAIT);
+            n = plain_recv(c, buf, room, MSG_DONTWAIT);
             if (n <= 0) return (int)n;
         }
-        if (feed(c, buf, (size_t)n) != 0) return -1;
+        if (took(c, (size_t)n) != 0) return -1;
         /* A short read emptied the socket; with TLS, records already taken
          * from it may still hold bytes, which no poll would announce. */
-        if ((size_t)n < sizeof buf && !(c->ssl && rl_tls_pending(c->ssl))) return 0;
+        if ((size_t)n < room && !(c->ssl && rl_tls_pending(c->ssl))) return 0;
     }
 }
 
@@ -246,11 +270,13 @@ int rl_conn_wait_read(rl_conn *c, int64_t wait_us) {
         if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) return -1;
         c->recv_timeout_us = t;
     }
-    char buf[RL_READ_CHUNK];
-    ssize_t n = plain_recv(c, buf, sizeof buf, 0);
+    size_t room;
+    char *buf = read_room(c, &room);
+    if (!buf) return 1; /* broken: the round finds it so */
+    ssize_t n = plain_recv(c, buf, room, 0);
     if (n <= 0) return n < 0;
-    if (feed(c, buf, (size_t)n) != 0) return 1;
-    if ((size_t)n == sizeof buf) read_in(c);
+    if (took(c, (size_t)n) != 0) return 1;
+    if ((size_t)n == room) read_in(c);
     return 1;
 }
 
@@ -283,7 +309,7 @@ int rl_conn_progress(rl_conn *c, short revents) {
 int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     rl_reply *r = NULL;
     *reply = NULL;
-    if (rl_resp_next_reply(c->reader, &r) != REDIS_OK) {
+    if (rl_resp_next_reply(c->reader, &c->in, &r) != REDIS_OK) {
         if (c->broken) return -1;
         c->broken = 1;
         if (rl_reader_too_big(c->reader))

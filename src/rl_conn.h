@@ -44,6 +44,7 @@ typedef struct rl_conn {
     int write_wants_read; /* TLS: writing waits for POLLIN */
     int got_any;     /* a byte came from the server */
     redisReader *reader;
+    rl_buf in;     /* received, not yet read as replies nor handed to reader */
     rl_buf out;
     rl_tag *tags;  /* ring buffer of commands awaiting a reply */
     size_t head, count, cap;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int buf_reserve(rl_buf *b, size_t more) {
+int rl_buf_reserve(rl_buf *b, size_t more) {
     if (b->len + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + more) cap *= 2;
@@ -46,7 +46,7 @@ static char *put_header(char *p, char kind, size_t n) {
 int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const size_t *lens) {
     size_t need = 32;
     for (int i = 0; i < argc; i++) need += lens[i] + 32;
-    if (buf_reserve(b, need) != 0) return -1;
+    if (rl_buf_reserve(b, need) != 0) return -1;
     char *p = put_header(b->data + b->len, '*', (size_t)argc);
     for (int i = 0; i < argc; i++) {
         p = put_header(p, '$', lens[i]);
@@ -60,7 +60,7 @@ int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const si
 }
 
 int rl_buf_append(rl_buf *b, const char *p, size_t n) {
-    if (buf_reserve(b, n) != 0) return -1;
+    if (rl_buf_reserve(b, n) != 0) return -1;
     memcpy(b->data + b->len, p, n);
     b->len += n;
     return 0;
@@ -203,25 +203,28 @@ static size_t quick_integer(const char *p, size_t n, long long *v) {
     return i + 2;
 }
 
-int rl_resp_next_reply(redisReader *r, rl_reply **reply) {
+int rl_resp_next_reply(redisReader *r, rl_buf *pending, rl_reply **reply) {
     *reply = NULL;
-    /* Between two replies: no task, or (after a call that found no byte)
-     * only the root task hiredis set up, untyped yet. */
-    int between = !r->err && (r->ridx == -1 || (r->ridx == 0 && r->rstack[0].type < 0));
-    if (between && r->pos >= r->len) return REDIS_OK;
-    /* Taken here only while hiredis still trims what was read: it does so
-     * once 1 KiB is behind its cursor. */
-    if (between && r->pos < 1024 && r->buf[r->pos] == ':') {
+    size_t have = pending->len - pending->off;
+    /* r holds nothing: no byte left in its buffer, and no task under way
+     * but (after a call that found no byte) the root one, untyped yet. */
+    int idle = !r->err && r->pos >= r->len && (r->ridx == -1 || (r->ridx == 0 && r->rstack[0].type < 0));
+    if (idle && have == 0) return REDIS_OK;
+    if (idle && pending->data[pending->off] == ':') {
         long long v;
-        size_t used = quick_integer(r->buf + r->pos, r->len - r->pos, &v);
+        size_t used = quick_integer(pending->data + pending->off, have, &v);
         rl_reply *out = used ? calloc(1, sizeof *out) : NULL;
         if (out) { /* without memory, hiredis reads it and fails as it does then */
             out->type = REDIS_REPLY_INTEGER;
             out->integer = v;
-            r->pos += used;
+            rl_buf_consume(pending, used);
             *reply = out;
             return REDIS_OK;
         }
+    }
+    if (have > 0) { /* everything else is hiredis's to read, in order */
+        if (redisReaderFeed(r, pending->data + pending->off, have) != REDIS_OK) return REDIS_ERR;
+        rl_buf_consume(pending, have);
     }
     void *got = NULL;
     int rc = redisReaderGetReply(r, &got);

@@ -25,6 +25,9 @@ int rl_buf_append_command(rl_buf *b, int argc, const char *const *argv, const si
 #define RL_DECIMAL_MAX 21
 size_t rl_resp_decimal(char *buf, unsigned long long v);
 
+/* Room for more bytes after b->len. Returns 0, -1 on OOM. */
+int rl_buf_reserve(rl_buf *b, size_t more);
+
 /* Appends n bytes. Returns 0, -1 on OOM (the buffer is then unchanged). */
 int rl_buf_append(rl_buf *b, const char *p, size_t n);
 
@@ -57,11 +60,13 @@ redisReader *rl_reader_new(void);
 /* Frees a reader from rl_reader_new (NULL is fine). */
 void rl_reader_free(redisReader *r);
 
-/* The next whole reply in r, as redisReaderGetReply gives it (REDIS_OK
- * with *reply NULL when none is complete yet, REDIS_ERR when the reader
- * failed), the caller owning it. An integer reply between two others is
- * read here without hiredis's task stack: most replies are one. */
-int rl_resp_next_reply(redisReader *r, rl_reply **reply);
+/* The next whole reply of the bytes received (pending, then handed to r
+ * as needed), as redisReaderGetReply gives it: REDIS_OK with *reply NULL
+ * when none is complete yet, REDIS_ERR when the reader failed; the caller
+ * owns the reply. An integer reply that starts the pending bytes while r
+ * holds nothing is read here, without copying it into hiredis's buffer or
+ * its task stack: most replies are one. */
+int rl_resp_next_reply(redisReader *r, rl_buf *pending, rl_reply **reply);
 
 /* 1 when the reader failed because a reply had too many elements. */
 int rl_reader_too_big(const redisReader *r);

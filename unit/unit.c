@@ -202,8 +202,10 @@ static void test_resp_read(void) {
             return;
         }
         rl_reply *out = NULL;
-        int fed = redisReaderFeed(r, t[i].bytes, strlen(t[i].bytes));
-        int rc = fed == REDIS_OK ? rl_resp_next_reply(r, &out) : REDIS_ERR;
+        rl_buf pending = {0};
+        int fed = rl_buf_append(&pending, t[i].bytes, strlen(t[i].bytes));
+        int rc = fed == 0 ? rl_resp_next_reply(r, &pending, &out) : REDIS_ERR;
+        rl_buf_free(&pending);
         int got = rc != REDIS_OK ? -1 : out ? 1 : 0;
         const rl_reply *rep = out;
         int ok = got == t[i].ok;
@@ -223,17 +225,21 @@ static void test_resp_read(void) {
  * rl_resp_next_reply (quick) or hiredis alone, described into out. */
 static void replies_of(const char *bytes, size_t n, size_t chunk, int quick, char *out, size_t outlen) {
     redisReader *r = rl_reader_new();
+    rl_buf pending = {0};
     size_t used = 0;
     out[0] = '\0';
-    for (size_t at = 0; r && at < n; at += chunk) {
-        if (redisReaderFeed(r, bytes + at, n - at < chunk ? n - at : chunk) != REDIS_OK) break;
+    int failed = 0; /* a failed reader reads nothing more */
+    for (size_t at = 0; r && !failed && at < n; at += chunk) {
+        size_t len = n - at < chunk ? n - at : chunk;
+        if (quick ? rl_buf_append(&pending, bytes + at, len) != 0 : redisReaderFeed(r, bytes + at, len) != REDIS_OK)
+            break;
         for (;;) {
             rl_reply *rep = NULL;
             void *raw = NULL;
-            int rc = quick ? rl_resp_next_reply(r, &rep) : redisReaderGetReply(r, &raw);
+            int rc = quick ? rl_resp_next_reply(r, &pending, &rep) : redisReaderGetReply(r, &raw);
             if (!quick) rep = raw;
             if (rc != REDIS_OK || !rep) {
-                if (rc != REDIS_OK) used += (size_t)snprintf(out + used, outlen - used, "error;");
+                if (rc != REDIS_OK) used += (size_t)snprintf(out + used, outlen - used, "error;"), failed = 1;
                 break;
             }
             used += (size_t)snprintf(out + used, outlen - used, "%d:%lld:%s;", rep->type, rep->integer,
@@ -243,6 +249,7 @@ static void replies_of(const char *bytes, size_t n, size_t chunk, int quick, cha
         }
     }
     rl_reader_free(r);
+    rl_buf_free(&pending);
 }
 
 /* The quick path reads what hiredis reads, reply for reply, whatever the
