@@ -196,11 +196,13 @@ static ssize_t plain_recv(rl_conn *c, char *buf, size_t len, int flags) {
     return plain_first_bytes(c, buf) != 0 ? -1 : n;
 }
 
-/* Room for one read at the end of c->in: RL_READ_ROOM bytes at least,
- * more as earlier reads of a long reply filled it. What is left unread
- * moves to the front first (a part of a reply: a few bytes), and a buffer
- * a long reply grew goes once it is empty. NULL on OOM (c is broken). */
+/* Room for one read at the end of c->in: RL_READ_ROOM bytes (a round's
+ * replies fit), or RL_READ_LONG when more is there (a long reply, read in
+ * as few calls as before). What is left unread moves to the front first
+ * (a part of a reply: a few bytes), and a buffer a long reply grew goes
+ * once it is empty. NULL on OOM (c is broken). */
 #define RL_READ_ROOM 512
+#define RL_READ_LONG 16384
 #define RL_IN_KEEP 16384
 static char *read_room(rl_conn *c, size_t *room) {
     rl_buf *b = &c->in;
@@ -210,7 +212,7 @@ static char *read_room(rl_conn *c, size_t *room) {
         b->off = 0;
     }
     if (b->len == 0 && b->cap > RL_IN_KEEP) rl_buf_free(b);
-    size_t want = b->len < RL_READ_ROOM ? RL_READ_ROOM : b->len; /* doubling: few reads for a long reply */
+    size_t want = b->len < RL_READ_ROOM ? RL_READ_ROOM : RL_READ_LONG;
     if (rl_buf_reserve(b, want) != 0) {
         set_broken(c, RL_ERR_NOMEM, "out of memory", 0);
         return NULL;
