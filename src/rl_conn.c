@@ -203,7 +203,7 @@ static ssize_t plain_recv(rl_conn *c, char *buf, size_t len, int flags) {
  * once it is empty. NULL on OOM (c is broken). */
 #define RL_READ_ROOM 512
 #define RL_READ_LONG 16384
-#define RL_IN_KEEP 16384
+#define RL_IN_KEEP 65536 /* above what one 16 KiB read after a full room grows it to */
 static char *read_room(rl_conn *c, size_t *room) {
     rl_buf *b = &c->in;
     if (b->off > 0) {
@@ -317,6 +317,7 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
         if (rl_reader_too_big(c->reader))
             return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: a reply with more than %d elements",
                                 RL_REPLY_MAX_ELEMENTS);
+        if (c->reader->err == REDIS_ERR_OOM) return rl_error_set(&c->err, RL_ERR_NOMEM, "out of memory");
         return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: %.100s", c->reader->errstr);
     }
     if (!r) return 0;

@@ -25,6 +25,9 @@
  * scripts have at most 10. */
 #define RL_DIGEST_ARGS_MAX 16
 
+/* Scratch kept for the next round's command: every single-lock command fits. */
+#define RL_ROUND_CMD_KEEP 4096
+
 static int stale_takes_cleanup(const rl_node *node) {
     return node->stale && !node->stale->broken && node->stale->count < RL_STALE_MAX_OWED;
 }
@@ -536,6 +539,9 @@ void rl_round_run(rl_client *c, rl_round *r) {
     }
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
     r->end_us = rl_now_us();
+    /* A long command (acquire_many's) leaves no large scratch behind. */
+    for (int d = 0; d < 2; d++)
+        if (c->round_cmd[d].cap > RL_ROUND_CMD_KEEP) rl_buf_free(&c->round_cmd[d]);
 }
 
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
