@@ -147,7 +147,6 @@ int rl_conn_send_resp(rl_conn *c, const rl_tag *tag, const char *cmd, size_t len
     return queued(c, tag, before, rl_buf_append(&c->out, cmd, len));
 }
 
-
 short rl_conn_events(const rl_conn *c) {
     if (c->broken) return 0;
     if (c->connecting) return POLLOUT;

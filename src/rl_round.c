@@ -516,19 +516,18 @@ void rl_round_run(rl_client *c, rl_round *r) {
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
+        const char *const *argv = tag.by_digest ? sha_argv : r->argv;
+        const size_t *lens = tag.by_digest ? sha_lens : r->lens;
         /* Formatted once for every node it goes to (with one node, right
          * into its connection); without memory for that, each connection
          * formats its own (and fails as it would). */
         rl_buf *cmd = &c->round_cmd[tag.by_digest];
         if (!formatted[tag.by_digest] && c->n > 1) {
             cmd->len = cmd->off = 0;
-            formatted[tag.by_digest] = rl_buf_append_command(cmd, r->argc, tag.by_digest ? sha_argv : r->argv,
-                                                             tag.by_digest ? sha_lens : r->lens) == 0;
+            formatted[tag.by_digest] = rl_buf_append_command(cmd, r->argc, argv, lens) == 0;
         }
-        int sent = formatted[tag.by_digest]
-                       ? rl_conn_send_resp(node->conn, &tag, cmd->data, cmd->len)
-                       : rl_conn_send(node->conn, &tag, r->argc, tag.by_digest ? sha_argv : r->argv,
-                                      tag.by_digest ? sha_lens : r->lens);
+        int sent = formatted[tag.by_digest] ? rl_conn_send_resp(node->conn, &tag, cmd->data, cmd->len)
+                                            : rl_conn_send(node->conn, &tag, r->argc, argv, lens);
         if (sent != 0) {
             if (r->kind != RL_K_PING) RL_COUNT(node->stats.errors);
             char why[RL_ERR_REASON_MAX];

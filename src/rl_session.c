@@ -136,8 +136,8 @@ static void unlist(rl_session *s, int i) {
     s->held[i] = s->held[--s->nheld];
 }
 
-/* Caller holds s->mu. */
-/* Takes held lock i off the list, its hold ending at now_us. */
+/* Takes held lock i off the list, its hold ending at now_us. Caller holds
+ * s->mu. */
 static void forget_at(rl_session *s, int i, int64_t now_us) {
     count_hold(s, &s->held[i], now_us);
     unlist(s, i);
@@ -145,6 +145,11 @@ static void forget_at(rl_session *s, int i, int64_t now_us) {
 
 static void forget(rl_session *s, int i) {
     forget_at(s, i, rl_now_us());
+}
+
+/* When the call that gave o ended: its own reading when it made one. */
+static int64_t ended_at(const rl_outcome *o) {
+    return o->end_us ? o->end_us : rl_now_us();
 }
 
 /* Records a new lock taken at now_us, without starting the keeper;
@@ -189,8 +194,7 @@ static int record(rl_session *s, const char *res, size_t reslen, const char *tok
 static int remember(rl_session *s, const char *res, size_t reslen, const char *token, int64_t ttl_ms,
                     const rl_outcome *o, int kind, int64_t max_holders, int auto_extend) {
     /* settings change only on this thread */
-    int64_t now = o->end_us ? o->end_us : rl_now_us();
-    if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), now, o, kind, max_holders,
+    if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), ended_at(o), o, kind, max_holders,
                auto_extend) != 0)
         return -1;
     if (auto_extend && rl_session_keeper_kick(s) != 0) {
@@ -324,7 +328,7 @@ static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_
     return st;
 #endif
     if (st != RL_OK && st != RL_REFUSED) return st; /* misuse, errors: nothing waited for a holder */
-    int64_t waited = ((out->end_us ? out->end_us : rl_now_us()) - start) / 1000;
+    int64_t waited = (ended_at(out) - start) / 1000;
     pthread_mutex_lock(&s->mu);
     rl_lockstat *ls = rl_stats_lock_get(&s->stats, res, reslen);
     if (ls) {
