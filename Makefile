@@ -7,6 +7,10 @@
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
+# Link-time optimisation for ./redlock.so: the engine's small functions are
+# inlined across files (5% fewer instructions per lock cycle, see bench/).
+# `make LTOFLAGS=` builds without it.
+LTOFLAGS ?= -flto=auto
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 RLFLAGS  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) -Isrc
 LIBS     = -lhiredis -lssl -lcrypto -lpthread
@@ -23,7 +27,7 @@ HEADERS    = $(wildcard src/*.h ext/*.h)
 all: redlock.so
 
 redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile
-	$(CC) $(RLFLAGS) $(CFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+	$(CC) $(RLFLAGS) $(CFLAGS) $(LTOFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
 
 deps:
 	@bash scripts/ensure-deps.sh

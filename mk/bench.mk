@@ -20,7 +20,7 @@ $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 # The extension with its statistics compiled out: what they cost.
 $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(RLFLAGS) $(CFLAGS) -DRL_STATS_OFF -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+	$(CC) $(RLFLAGS) $(CFLAGS) $(LTOFLAGS) -DRL_STATS_OFF -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
 
 bench:
 	@bash scripts/ensure-deps.sh
