@@ -12,8 +12,8 @@
 void rl_fence_cmd_make(rl_fence_cmd *w, const char *fkey, size_t fkeylen, long long fence, int64_t fence_ttl_ms) {
     snprintf(w->num, sizeof w->num, "%lld", fence);
     snprintf(w->ttl, sizeof w->ttl, "%lld", (long long)fence_ttl_ms);
-    const char *argv[RL_FENCE_ARGC] = {"EVAL", RL_SCRIPT_FENCE_WRITEBACK, "1", fkey, w->num, w->ttl};
-    size_t lens[RL_FENCE_ARGC] = {4, sizeof RL_SCRIPT_FENCE_WRITEBACK - 1, 1, fkeylen, strlen(w->num), strlen(w->ttl)};
+    const char *argv[RL_FENCE_ARGC] = {"EVAL", RL_SCRIPT_FENCE_WRITEBACK, "1", fkey, w->ttl, w->num};
+    size_t lens[RL_FENCE_ARGC] = {4, sizeof RL_SCRIPT_FENCE_WRITEBACK - 1, 1, fkeylen, strlen(w->ttl), strlen(w->num)};
     memcpy(w->argv, argv, sizeof argv);
     memcpy(w->lens, lens, sizeof lens);
 }

@@ -16,7 +16,7 @@
 
 #include "rl_client.h"
 
-/* The write-back command for counter fkey (EVAL script 1 fkey fence ttl);
+/* The write-back command for counter fkey (EVAL script 1 fkey ttl fence);
  * argv points into the struct and at fkey, which must outlive it. */
 #define RL_FENCE_ARGC 6
 typedef struct rl_fence_cmd {

@@ -253,44 +253,56 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
-/* After a successful fenced round r: raises the lagging counters of the
- * nodes that said yes with a lower number than fence (waiting, bounded by
- * their timeouts) and remembers the round so late yes replies get the same.
- * Returns how many nodes are known to store fence now (said yes with it, or
- * confirmed the write-back); when a write-back failed, why says so. *waited
- * says whether it waited on the nodes (time passed). */
+int rl_lock_fence_stored(const rl_client *c, const rl_round *r, long long fence, int *lagging) {
+    int stored = 0;
+    *lagging = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES) continue;
+        if (r->votes[i].value >= fence) stored++;
+        else ++*lagging;
+    }
+    return stored;
+}
+
+int rl_lock_fence_raise(rl_client *c, const rl_round *r, long long fence, int argc, const char *const *argv,
+                        const size_t *lens, char *why, size_t whylen) {
+    size_t n = c->n > 0 ? (size_t)c->n : 1; /* c->n >= 1 here (a round decided); for the compiler */
+    unsigned char *only = calloc(n, 1);
+    rl_vote *votes = calloc(n, sizeof *votes);
+    int lagging = 0, confirmed = 0;
+    if (!only || !votes) {
+        snprintf(why, whylen, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value < fence) only[i] = 1, lagging++;
+    if (lagging) {
+        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = argc, .argv = argv, .lens = lens, .only = only,
+                       .wait_all = 1, .quorum = lagging, .votes = votes};
+        rl_round_run(c, &wb);
+        confirmed = wb.yes;
+        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
+    }
+out:
+    free(only);
+    free(votes);
+    return confirmed;
+}
+
+/* After a successful fenced round r: remembers it so late yes replies get
+ * the write-back too, and raises the counters of the nodes that said yes
+ * with a lower number than fence. Returns how many nodes are known to
+ * store fence now; when a write-back failed, why says so. *waited says
+ * whether it waited on the nodes (time passed). */
 static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen, int *waited) {
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
-    int stored = 0;
-    *waited = 0;
-    for (int i = 0; i < c->n; i++)
-        if (r->votes[i].state == RL_V_YES && r->votes[i].value >= fence) stored++;
-    if (stored == r->yes) return stored; /* the usual case: no node lags, nothing to allocate */
-    *waited = 1;
-    size_t n = c->n > 0 ? (size_t)c->n : 1;
-    unsigned char *only = calloc(n, 1);
-    rl_vote *votes = calloc(n, sizeof *votes);
-    int lagging = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES || r->votes[i].value >= fence) continue;
-        if (only) only[i] = 1;
-        lagging++;
-    }
-    if (lagging && votes && only) {
-        rl_fence_cmd w;
-        rl_fence_cmd_make(&w, k->fkey, k->fkeylen, fence, fence_ttl_ms);
-        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = RL_FENCE_ARGC, .argv = w.argv, .lens = w.lens, .only = only,
-                       .wait_all = 1, .quorum = lagging, .votes = votes};
-        rl_round_run(c, &wb);
-        stored += wb.yes;
-        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
-    } else if (lagging) {
-        snprintf(why, whylen, "out of memory");
-    }
-    free(only);
-    free(votes);
-    return stored;
+    int lagging, stored = rl_lock_fence_stored(c, r, fence, &lagging);
+    *waited = lagging > 0;
+    if (!lagging) return stored; /* the usual case: nothing to build or wait for */
+    rl_fence_cmd w;
+    rl_fence_cmd_make(&w, k->fkey, k->fkeylen, fence, fence_ttl_ms);
+    return stored + rl_lock_fence_raise(c, r, fence, RL_FENCE_ARGC, w.argv, w.lens, why, whylen);
 }
 
 /* Tells the owner (rl_client_event) that an acquisition failed for lack of a quorum. */

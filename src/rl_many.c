@@ -242,7 +242,7 @@ static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token
 static int writeback_cmd(mkeys *k, long long fence, int64_t fence_ttl, char *nk, size_t nklen, char *ttl, size_t ttllen,
                          char num[RL_DECIMAL_MAX]) {
     snprintf(ttl, ttllen, "%lld", (long long)fence_ttl);
-    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK_MANY, sizeof RL_SCRIPT_FENCE_WRITEBACK_MANY - 1, nk, nklen,
+    int x = cmd_head(k, RL_SCRIPT_FENCE_WRITEBACK, sizeof RL_SCRIPT_FENCE_WRITEBACK - 1, nk, nklen,
                      k->floors.m);
     x = cmd_floors(k, x);
     k->argv[x] = ttl;
@@ -277,35 +277,16 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
 /* After a successful fenced round: the set's number is the highest of the
  * yes votes; nodes whose floors lag get one write-back script raising
  * them. Returns how many nodes are known to store the number in every
- * floor of the set; why says what failed. */
+ * floor of the set; why says what failed; *waited whether it waited on
+ * the nodes. */
 static int writeback(rl_client *c, const rl_round *r, mkeys *k, long long fence, int64_t fence_ttl, char *why,
-                     size_t whylen) {
-    size_t nodes = c->n > 0 ? (size_t)c->n : 1; /* c->n >= 1 here (a round decided); for the compiler */
-    unsigned char *only = calloc(nodes, 1);
-    rl_vote *votes = calloc(nodes, sizeof *votes);
-    int lagging = 0, stored = 0;
-    if (!only || !votes) {
-        snprintf(why, whylen, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < c->n; i++) {
-        if (r->votes[i].state != RL_V_YES) continue;
-        if (r->votes[i].value < fence) only[i] = 1, lagging++;
-        else stored++;
-    }
-    if (lagging) {
-        char nk[16], ttl[32], num[RL_DECIMAL_MAX];
-        int x = writeback_cmd(k, fence, fence_ttl, nk, sizeof nk, ttl, sizeof ttl, num);
-        rl_round wb = {.kind = RL_K_WRITEBACK, .argc = x, .argv = k->argv, .lens = k->lens, .only = only,
-                       .wait_all = 1, .quorum = lagging, .votes = votes};
-        rl_round_run(c, &wb);
-        stored += wb.yes;
-        if (wb.yes < lagging) rl_round_describe_failures(c, &wb, why, whylen);
-    }
-out:
-    free(only);
-    free(votes);
-    return stored;
+                     size_t whylen, int *waited) {
+    int lagging, stored = rl_lock_fence_stored(c, r, fence, &lagging);
+    *waited = lagging > 0;
+    if (!lagging) return stored;
+    char nk[16], ttl[32], num[RL_DECIMAL_MAX];
+    int x = writeback_cmd(k, fence, fence_ttl, nk, sizeof nk, ttl, sizeof ttl, num);
+    return stored + rl_lock_fence_raise(c, r, fence, x, k->argv, k->lens, why, whylen);
 }
 
 static void count_votes(rl_outcome *out, const rl_round *r) {
@@ -392,9 +373,12 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
             /* The number is ours to hand out only once a quorum stores it. */
             for (int i = 0; i < c->n; i++)
                 if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
-            stored = writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why);
-            end_us = rl_now_us();
-            validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
+            int waited;
+            stored = writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);
+            if (waited) { /* otherwise only instructions ran since the round's end */
+                end_us = rl_now_us();
+                validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
+            }
         }
         int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
         if (r.yes >= out->quorum && validity > 0 && !fence_short) {

@@ -244,19 +244,21 @@
     "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
     RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[3]") "return f"
 
-/* KEYS[1] fence counter; ARGV[1] the quorum's highest number, ARGV[2]
- * counter ttl ms (0: never expires). Raises a lagging counter to ARGV[1],
- * kept as RL_LUA_KEEP_FENCE says; a key that holds no number (another
- * type, or another client's lock under that name) is left alone, an
- * error. */
+/* KEYS[1..m] fence keys: one lock's counter, or the fencing floors of a
+ * set (rl_floor.h); ARGV[1] their ttl ms (0: never expire), ARGV[2] the
+ * quorum's number. Raises every key below the number to it and keeps each
+ * as RL_LUA_KEEP_FENCE says; a key that holds no number (another type, or
+ * another client's lock under that name) is left alone, an error. It runs
+ * only on nodes that answered yes with a lower number (rl_fence.h). */
 #define RL_SCRIPT_FENCE_WRITEBACK \
     RL_LUA_KEEP_FENCE \
-    "local v = redis.pcall('get',KEYS[1]) if type(v) == 'table' then return v end " \
-    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fence counter ' .. KEYS[1] .. " \
+    "local g = tonumber(ARGV[2]) " \
+    "for i = 1, #KEYS do local v = redis.pcall('get', KEYS[i]) if type(v) == 'table' then return v end " \
+    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fence key ' .. KEYS[i] .. " \
     "' holds no number; it was left as it is') end " \
-    "if (tonumber(v or '0') or 0) < tonumber(ARGV[1]) then " \
-    "if v then redis.call('set',KEYS[1],ARGV[1],'KEEPTTL') else redis.call('set',KEYS[1],ARGV[1]) end end " \
-    "keep(KEYS[1], ARGV[2], v) return 1"
+    "if (tonumber(v or '0') or 0) < g then " \
+    "if v then redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL') else redis.call('set', KEYS[i], ARGV[2]) end end " \
+    "keep(KEYS[i], ARGV[1], v) end return 1"
 
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
@@ -353,23 +355,6 @@
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
     "redis.call('del', ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(ARGV[1])) " \
     "return #del"
-
-/* KEYS[1..m] the fencing floors of a set (rl_floor.h); ARGV[1] their ttl
- * ms (0: never expire), ARGV[2] the quorum's number for the set. Raises
- * every floor below it (with its expiry) and leaves the others alone: it
- * runs only on a node whose acquire script has just set every floor's
- * expiry, and most of the time, on a node that answered late, nothing
- * lags. Expiries as RL_LUA_KEEP_FENCE; a key that holds no number is
- * left alone, an error. */
-#define RL_SCRIPT_FENCE_WRITEBACK_MANY \
-    RL_LUA_KEEP_FENCE \
-    "local g = tonumber(ARGV[2]) " \
-    "for i = 1, #KEYS do local v = redis.pcall('get', KEYS[i]) if type(v) == 'table' then return v end " \
-    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fencing floor ' .. KEYS[i] .. " \
-    "' holds no number; it was left as it is') end " \
-    "if (tonumber(v or '0') or 0) < g then " \
-    "if v then redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL') else redis.call('set', KEYS[i], ARGV[2]) end " \
-    "keep(KEYS[i], ARGV[1], v) end end return 1"
 
 /* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key,
  * KEYS[2] and KEYS[3] (with fencing) fence counter and fencing floor (as
