@@ -36,14 +36,21 @@ size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_
 }
 
 int rl_floor_is_own(const char *prefix, size_t prefixlen, const char *res, size_t reslen) {
+    /* Under any other prefix a floor key is the prefix, RL_FLOOR_NAME and
+     * maybe a tag, so only a name starting with RL_FLOOR_NAME can be its
+     * own floor: the callers refuse those anyway, and skip this work. */
     const char *open = memchr(prefix, '{', prefixlen);
     if (!open || memchr(open + 1, '}', prefixlen - (size_t)(open + 1 - prefix))) return 0;
-    /* The tag runs from the prefix's '{' to the name's first '}'; the floor
-     * is the key up to there, then RL_FLOOR_NAME. */
-    const char *close = memchr(res, '}', reslen);
-    if (!close) return 0;
-    size_t rest = reslen - (size_t)(close + 1 - res);
-    return rest == sizeof RL_FLOOR_NAME - 1 && memcmp(close + 1, RL_FLOOR_NAME, rest) == 0;
+    size_t keylen = prefixlen + reslen, room = keylen + RL_FLOOR_KEY_MAX(prefixlen, keylen);
+    char small[512], *key = room <= sizeof small ? small : malloc(room);
+    if (!key) return -1;
+    memcpy(key, prefix, prefixlen);
+    memcpy(key + prefixlen, res, reslen);
+    char *floor = key + keylen;
+    size_t n = rl_floor_key(prefix, prefixlen, key, keylen, floor);
+    int own = n == keylen && memcmp(floor, key, n) == 0;
+    if (key != small) free(key);
+    return own;
 }
 
 static const char *floor_at(const void *items, int i, size_t *len) {

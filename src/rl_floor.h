@@ -28,9 +28,11 @@
  * written). */
 size_t rl_floor_key(const char *prefix, size_t prefixlen, const char *key, size_t keylen, char *out);
 
-/* 1 when the key prefix + res would be its own floor key, which only a
- * prefix that leaves a '{' open allows (name "t}" RL_FLOOR_NAME under the
- * prefix "p{"); names starting with RL_FLOOR_NAME cover every other case. */
+/* 1 when the key prefix + res would be its own floor key (rl_floor_key),
+ * which only a prefix that leaves a '{' open allows (name "t}"
+ * RL_FLOOR_NAME under the prefix "p{"), else 0; -1 when out of memory.
+ * Under any other prefix only names starting with RL_FLOOR_NAME would be,
+ * and those are not looked at: the caller refuses them itself. */
 int rl_floor_is_own(const char *prefix, size_t prefixlen, const char *res, size_t reslen);
 
 /* The distinct floor keys of n keys, in the order first met: key[i],

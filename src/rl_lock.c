@@ -95,7 +95,9 @@ rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t res
     if (reslen >= sizeof RL_FLOOR_NAME - 1 && memcmp(res, RL_FLOOR_NAME, sizeof RL_FLOOR_NAME - 1) == 0)
         return finish(out, RL_MISUSE, "names starting with '" RL_FLOOR_NAME "' are kept for the keys of fencing "
                                       "floors; choose another name");
-    if (rl_floor_is_own(c->set.key_prefix, pl, res, reslen))
+    int own = rl_floor_is_own(c->set.key_prefix, pl, res, reslen);
+    if (own < 0) return finish(out, RL_NOMEM, "out of memory");
+    if (own)
         return finish(out, RL_MISUSE, "under this key_prefix, which leaves a '{' open, this name's key is the key "
                                       "of its own fencing floor; choose another name");
     return RL_OK;
