@@ -99,6 +99,10 @@ static int find(rl_session *s, const char *res, size_t reslen) {
     return rl_nameindex_find(&s->byname, s->held, s->nheld, held_name, res, reslen);
 }
 
+int rl_session_held_index(rl_session *s, const char *res, size_t reslen) {
+    return find(s, res, reslen);
+}
+
 static int same_token(const rl_held *h, const char *token, size_t toklen) {
     return toklen == RL_TOKEN_LEN && memcmp(h->token, token, toklen) == 0;
 }

@@ -214,6 +214,10 @@ int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out)
 
 /* ---- the auto-extension thread (rl_session_keeper.c) ---- */
 
+/* Index in s->held of the lock on res (a session holds a name at most
+ * once), or -1. Caller holds s->mu. */
+int rl_session_held_index(rl_session *s, const char *res, size_t reslen);
+
 /* Starts the thread if it is not running and wakes it to look at the held
  * locks again. Returns 0, -1 when no thread could be started. Caller holds
  * s->mu. */

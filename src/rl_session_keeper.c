@@ -39,12 +39,9 @@ static void wait_until(rl_session *s, int64_t until_us) {
 /* The held lock on res with token: several names taken together share
  * one token (and adopt takes any key that holds a token), so the token
  * alone does not say which. */
-static int find_held(const rl_session *s, const char *res, size_t reslen, const char *token) {
-    for (int i = 0; i < s->nheld; i++)
-        if (memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 && s->held[i].reslen == reslen &&
-            memcmp(s->held[i].res, res, reslen) == 0)
-            return i;
-    return -1;
+static int find_held(rl_session *s, const char *res, size_t reslen, const char *token) {
+    int i = rl_session_held_index(s, res, reslen);
+    return i >= 0 && memcmp(s->held[i].token, token, RL_TOKEN_LEN) == 0 ? i : -1;
 }
 
 static void mark_lost(rl_session *s, rl_held *h, const char *why) {
