@@ -97,6 +97,15 @@ static size_t slot_of(const rl_nameindex *x, const void *items, rl_nameindex_nam
 
 void rl_nameindex_removing(rl_nameindex *x, const void *items, int n, rl_nameindex_name_fn name, int i) {
     if (!x->valid) return;
+    if (x->mask + 1 > 64 && (size_t)(n - 1) * 32 < x->mask + 1) {
+        /* Under 1/32 full once i goes (built at 1/8 at most): freed, and
+         * built again at the size then needed, so a connection that once
+         * held many locks does not keep their table. */
+        free(x->slot);
+        x->slot = NULL;
+        x->valid = 0;
+        return;
+    }
     size_t gap = slot_of(x, items, name, i);
     if (gap == SIZE_MAX) {
         x->valid = 0;

@@ -36,7 +36,9 @@ int rl_nameindex_find(rl_nameindex *x, const void *items, int n, rl_nameindex_na
 void rl_nameindex_appended(rl_nameindex *x, const void *items, int n, rl_nameindex_name_fn name);
 
 /* items[i] is about to go, items[n - 1] to move into its place (n: the
- * count before; i == n - 1: the last goes). Call before changing items. */
+ * count before; i == n - 1: the last goes). Call before changing items.
+ * A table far larger than the items left need is freed here (built again
+ * at their size on the next lookup). */
 void rl_nameindex_removing(rl_nameindex *x, const void *items, int n, rl_nameindex_name_fn name, int i);
 
 /* The items changed some other way (cleared, compacted, reordered). */

@@ -138,6 +138,11 @@ static void unlist(rl_session *s, int i) {
     rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
     free(s->held[i].res);
     s->held[i] = s->held[--s->nheld];
+    if (s->capheld > 64 && s->nheld < s->capheld / 4) {
+        /* A connection that once held many locks does not keep their room. */
+        rl_held *h = realloc(s->held, (size_t)(s->capheld / 2) * sizeof *h);
+        if (h) s->held = h, s->capheld /= 2;
+    }
 }
 
 /* Takes held lock i off the list, its hold ending at now_us. Caller holds

@@ -411,6 +411,26 @@ static void test_nameindex(void) {
                "a name past the end of the items found at %d", got);
     }
     rl_nameindex_free(&x);
+
+    /* Grown to CAP items, then removed down to 20: the large table goes,
+     * and the one built for the 20 left is small and finds each of them. */
+    n = 0;
+    for (int i = 0; i < CAP; i++) {
+        ni_item *it = &items[n++];
+        it->len = (size_t)snprintf(it->name, sizeof it->name, "grow:%d", i);
+        rl_nameindex_appended(&x, items, n, ni_name);
+        if (i == 0 || i == RL_NAMEINDEX_MIN || i == CAP - 1) rl_nameindex_find(&x, items, n, ni_name, "?", 1);
+    }
+    size_t grown = x.mask + 1;
+    while (n > 20) {
+        rl_nameindex_removing(&x, items, n, ni_name, 0);
+        items[0] = items[--n];
+    }
+    misplaced = 0;
+    for (int i = 0; i < n; i++) misplaced += rl_nameindex_find(&x, items, n, ni_name, items[i].name, items[i].len) != i;
+    expect(grown >= 8 * CAP && x.mask + 1 <= 8 * 64 && !misplaced, "nameindex",
+           "table of %zu slots at %d items, %zu at 20 (%d misplaced)", grown, CAP, x.mask + 1, misplaced);
+    rl_nameindex_free(&x);
 }
 
 /* The Redis Cluster hash tag of key (its length in *len), or NULL when the
