@@ -105,8 +105,8 @@ rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outc
  * in *lagging, how many with less. rl_lock_fence_raise then runs the
  * write-back argv (RL_SCRIPT_FENCE_WRITEBACK over the fence keys) on the
  * lagging ones and waits for each, bounded by its timeout; it returns how
- * many confirmed, and when not all did says why (appended to why). Caller
- * holds c->mu. */
+ * many confirmed, and when not all did says why (appended to why; out of
+ * memory replaces it). Caller holds c->mu. */
 int rl_lock_fence_stored(const rl_client *c, const struct rl_round *r, long long fence, int *lagging);
 int rl_lock_fence_raise(rl_client *c, const struct rl_round *r, long long fence, int argc, const char *const *argv,
                         const size_t *lens, char *why, size_t whylen);

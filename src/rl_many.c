@@ -139,10 +139,11 @@ rl_status rl_many_check(const rl_client *c, int n, const char *const *res, const
                                       "protect it with one coarser lock name", n, RL_MANY_MAX);
     size_t total = 0, pl = strlen(c->set.key_prefix);
     for (int i = 0; i < n; i++) {
-        if (rl_lock_check_resource(c, res[i], lens[i], out) != RL_OK) {
+        rl_status st = rl_lock_check_resource(c, res[i], lens[i], out);
+        if (st != RL_OK) {
             char msg[sizeof out->msg];
             snprintf(msg, sizeof msg, "%s", out->msg);
-            return finish(out, RL_MISUSE, "name %d of the list: %s", i + 1, msg);
+            return finish(out, st, "name %d of the list: %s", i + 1, msg);
         }
         total += pl + lens[i];
     }

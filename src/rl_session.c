@@ -277,7 +277,7 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
             long long had = (long long)h->max_holders;
             pthread_mutex_unlock(&s->mu);
             out->status = RL_MISUSE;
-            if (h->kind != kind)
+            if (was_shared != (kind == RL_KIND_SHARED))
                 snprintf(out->msg, sizeof out->msg,
                          "this connection holds this name %s; release it with redlock_release before taking it %s",
                          was_shared ? "shared" : "exclusively", was_shared ? "exclusively" : "shared");
