@@ -255,6 +255,13 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
+long long rl_lock_fence_number(const rl_client *c, const rl_round *r) {
+    long long fence = 0;
+    for (int i = 0; i < c->n; i++)
+        if (r->votes[i].state == RL_V_YES && r->votes[i].value > fence) fence = r->votes[i].value;
+    return fence;
+}
+
 int rl_lock_fence_stored(const rl_client *c, const rl_round *r, long long fence, int *lagging) {
     int stored = 0;
     *lagging = 0;
@@ -380,8 +387,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         int stored = 0;
         char wb_why[RL_ERR_MAX] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
-            for (int i = 0; i < c->n; i++)
-                if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
+            fence = rl_lock_fence_number(c, &r);
             /* The number is ours to hand out only once a quorum stores it. */
             int waited;
             stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);

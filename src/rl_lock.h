@@ -100,13 +100,15 @@ int64_t rl_lock_validity_us(const rl_client *c, int64_t ttl_ms, int64_t start_us
 rl_status rl_lock_check_ttl(const rl_client *c, int64_t ttl_ms, rl_outcome *out);
 rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outcome *out, const char *what);
 
-/* For rl_many, whose fenced acquisitions end the same way: after fenced
- * round r, how many nodes said yes with fence or more (they store it) and,
+/* For rl_many, whose fenced acquisitions end the same way: the number a
+ * fenced round r that decided hands out, the highest of its yes votes.
+ * Then how many nodes said yes with fence or more (they store it) and,
  * in *lagging, how many with less. rl_lock_fence_raise then runs the
  * write-back argv (RL_SCRIPT_FENCE_WRITEBACK over the fence keys) on the
  * lagging ones and waits for each, bounded by its timeout; it returns how
  * many confirmed, and when not all did says why (appended to why; out of
  * memory replaces it). Caller holds c->mu. */
+long long rl_lock_fence_number(const rl_client *c, const struct rl_round *r);
 int rl_lock_fence_stored(const rl_client *c, const struct rl_round *r, long long fence, int *lagging);
 int rl_lock_fence_raise(rl_client *c, const struct rl_round *r, long long fence, int argc, const char *const *argv,
                         const size_t *lens, char *why, size_t whylen);

@@ -372,8 +372,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         char wb_why[512] = "";
         if (r.yes >= out->quorum && validity > 0 && fenced) {
             /* The number is ours to hand out only once a quorum stores it. */
-            for (int i = 0; i < c->n; i++)
-                if (votes[i].state == RL_V_YES && votes[i].value > fence) fence = votes[i].value;
+            fence = rl_lock_fence_number(c, &r);
             int waited;
             stored = writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);
             if (waited) { /* otherwise only instructions ran since the round's end */
