@@ -150,9 +150,9 @@ def prefix(tag):
     return "bench:%s:%d:" % (tag, _seq[0])
 
 
-def run_json(cmd, timeout, cwd=REPO):
+def run_json(cmd, timeout, cwd=REPO, env=None):
     """Runs cmd, returns its last stdout line as a dict, or {"error": ...}."""
-    p = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    p = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -206,18 +206,39 @@ class Bench:
                 pass
         return r
 
-    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=()):
-        urls = ",".join(n.tls_url if tls else n.url for n in nodes)
-        return self.with_server_cpu(live or nodes, 300, lambda: run_json(
-            [os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"), str(self.a.seconds)]
-            + (["shared"] if shared else []) + list(settings), timeout=self.a.seconds * 6 + 30))
+    def timed_gaps(self, cmd, timeout):
+        """run_json(cmd) with bench/gap.c preloaded: adds its gap_p50_us and
+        gap_mean_us (the client's time from a reply to its next request)."""
+        path = os.path.join(TMP, "gap-%d.json" % _seq[0])
+        env = dict(os.environ, LD_PRELOAD=os.path.join(self.build, "gap.so"), GAP_FILE=path)
+        r = run_json(cmd, timeout, env=env)
+        try:
+            with open(path) as f:
+                r.update(json.loads(f.read()))
+            os.unlink(path)
+        except (OSError, ValueError):
+            if "error" not in r:
+                r = {"error": "the gap timer wrote no figures"}
+        return r
 
-    def bare(self, nodes, fencing, quorum=False):
+    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=(), gaps=False):
+        urls = ",".join(n.tls_url if tls else n.url for n in nodes)
+        cmd = ([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
+                str(self.a.seconds)] + (["shared"] if shared else []) + list(settings))
+        timeout = self.a.seconds * 6 + 30
+        if gaps:
+            return self.timed_gaps(cmd, timeout)
+        return self.with_server_cpu(live or nodes, 300, lambda: run_json(cmd, timeout=timeout))
+
+    def bare(self, nodes, fencing, quorum=False, gaps=False):
         cmd = [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing), prefix("bare"),
                str(self.a.seconds)]
         if quorum:
             cmd.append("quorum")
-        return self.with_server_cpu(nodes, 200, lambda: run_json(cmd, timeout=self.a.seconds * 3 + 20))
+        timeout = self.a.seconds * 3 + 20
+        if gaps:
+            return self.timed_gaps(cmd, timeout)
+        return self.with_server_cpu(nodes, 200, lambda: run_json(cmd, timeout=timeout))
 
     def peer(self, nodes):
         return self.with_server_cpu(nodes, 200, lambda: run_json(
@@ -264,7 +285,8 @@ def summary(runs):
         # A run can fail on a machine so loaded that a node misses its
         # timeout; the row keeps the other runs' medians and says so.
         runs = [r for r in runs if "error" not in r]
-    out = {k: med(runs, k) for k in ("rate", "p50_us", "p99_us", "cpu_us", "srv_us", "cycles")}
+    out = {k: med(runs, k) for k in ("rate", "p50_us", "p99_us", "cpu_us", "srv_us", "cycles", "mean_us",
+                                     "gap_p50_us", "gap_mean_us")}
     rates = [r["rate"] for r in runs if "rate" in r]
     if rates:
         out["rate_min"], out["rate_max"], out["reps"] = min(rates), max(rates), len(rates)
@@ -299,6 +321,40 @@ def cycles_healthy(b, nodes, reps, counts=(1, 3, 5)):
             res[fencing, n] = {k: summary(v) for k, v in runs.items() if v}
             print("bench: healthy, fencing %s, %d node(s): done" % ("on" if fencing else "off", n), flush=True)
     return res
+
+
+def cycles_gaps(b, nodes, reps):
+    """{fencing: {"ours":..., "bare":...}}: one node, each run with the gap
+    timer (bench/gap.c) preloaded, ours and bare alternating."""
+    res = {}
+    for fencing in (1, 0):
+        runs = {"ours": [], "bare": []}
+        todo = [("ours", lambda: b.ours(nodes[:1], fencing, gaps=True)),
+                ("bare", lambda: b.bare(nodes[:1], fencing, gaps=True))]
+        for i in range(reps):
+            for k, run in todo[i % 2:] + todo[:i % 2]:
+                runs[k].append(run())
+        res[fencing] = {k: summary(v) for k, v in runs.items()}
+    print("bench: time from a reply to the next request: done", flush=True)
+    return res
+
+
+def gap_lines(gaps):
+    """The table rows of cycles_gaps."""
+    L = ["Client time from a reply to its next request (bench/gap.c preloaded; 1 node, 2 per cycle): the client's "
+         "own part of a cycle; rest = mean cycle - 2 x mean span (network and server)"]
+    for fencing in (1, 0):
+        for k, label in (("ours", "ours"), ("bare", "bare hiredis")):
+            s = gaps[fencing].get(k) or {"error": "not run"}
+            name = "%s, fencing %s" % (label, "on" if fencing else "off")
+            if "error" in s:
+                L.append("  %-38s %5s  failed: %s" % (name, 1, s["error"]))
+                continue
+            rest = (s["mean_us"] - 2 * s["gap_mean_us"]) if s.get("mean_us") and s.get("gap_mean_us") else None
+            L.append("  %-38s %5s %9s   span p50 %s us, mean %s us; rest of a cycle %s us" % (
+                name, 1, fmt(s["rate"], "%9.0f"), fmt(s.get("gap_p50_us"), "%.2f"), fmt(s.get("gap_mean_us"), "%.2f"),
+                fmt(rest, "%.1f")))
+    return L
 
 
 def cycles_shared(b, nodes, reps):
@@ -814,9 +870,10 @@ def main():
     ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
     ap.add_argument("--growth-only", action="store_true", help="run only the growth tables (nodes, connections)")
     ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
-    ap.add_argument("--only", default="healthy,shared,tls,hung,ops,handoff,memory,keep,growth,many",
-                    help="comma-separated parts to run: healthy, shared, tls, hung, ops, handoff, memory, keep, "
-                         "growth, many (default: all; ops: holder details and statistics; keep: locks kept alive "
+    ap.add_argument("--only", default="healthy,gaps,shared,tls,hung,ops,handoff,memory,keep,growth,many",
+                    help="comma-separated parts to run: healthy, gaps, shared, tls, hung, ops, handoff, memory, keep, "
+                         "growth, many (default: all; gaps: the client's time from a reply to its next request, "
+                         "ours and bare; ops: holder details and statistics; keep: locks kept alive "
                          "and connections with auto-extension; growth: cost with nodes and connections; many "
                          "alone runs the acquire_many rows on 3 nodes)")
     ap.add_argument("--nodes", default="1,3,5", help="node counts of the healthy rows (default 1,3,5)")
@@ -826,7 +883,7 @@ def main():
         parts = {"growth"}
     if a.keep_only:
         parts = {"keep"}
-    bad = parts - {"healthy", "shared", "tls", "hung", "ops", "handoff", "memory", "keep", "growth", "many"}
+    bad = parts - {"healthy", "gaps", "shared", "tls", "hung", "ops", "handoff", "memory", "keep", "growth", "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
     if parts == {"many"}:
@@ -879,6 +936,7 @@ def main():
         return 0
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps, counts) if "healthy" in parts else {}
+    gaps = cycles_gaps(b, nodes, a.reps) if "gaps" in parts else None
     sh = cycles_shared(b, nodes, a.reps) if "shared" in parts else None
     tls = (cycles_tls(b, nodes, a.reps) if certs else None) if "tls" in parts else {}
     hung = cycles_hung(b, nodes, a.reps) if "hung" in parts else {}
@@ -941,6 +999,8 @@ def main():
                              rtxt(r_p, "ours/node"), tgt_p))
         if not fencing and not b.node_ok:
             L.append("  " + b.node_note)
+    if gaps is not None:
+        L += gap_lines(gaps)
     if tls != {}:
         L.append("TLS (rediss://, TLS 1.3, EC P-256 certificate, verified), fencing on; the same servers serve both; "
                  "ratio = ours TLS / ours plain, runs alternating")

@@ -17,6 +17,11 @@ $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 	@mkdir -p $(BENCH_BUILD)
 	$(CC) $(BENCH_CFLAGS) -o $@ bench/driver.c -lsqlite3 -lpthread
 
+# The LD_PRELOAD timer of the span from a reply to the next request (bench/gap.c).
+$(BENCH_BUILD)/gap.so: bench/gap.c
+	@mkdir -p $(BENCH_BUILD)
+	$(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ bench/gap.c -ldl
+
 # The extension with its statistics compiled out: what they cost.
 $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	@mkdir -p $(BENCH_BUILD)
@@ -25,5 +30,5 @@ $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 bench:
 	@bash scripts/ensure-deps.sh
 	@$(MAKE) -s redlock.so
-	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver $(BENCH_BUILD)/redlock_nostats.so
+	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver $(BENCH_BUILD)/gap.so $(BENCH_BUILD)/redlock_nostats.so
 	@timeout -k 10 780 /usr/bin/python3 bench/run.py --build $(BENCH_BUILD) --seconds $(BENCH_SECONDS) $(BENCH_ARGS)
