@@ -324,17 +324,21 @@ def cycles_healthy(b, nodes, reps, counts=(1, 3, 5)):
 
 
 def cycles_gaps(b, nodes, reps):
-    """{fencing: {"ours":..., "bare":...}}: one node, each run with the gap
-    timer (bench/gap.c) preloaded, ours and bare alternating."""
+    """{fencing: {"ours":..., "bare":..., "floor":...}}: one node, each run
+    with the gap timer (bench/gap.c) preloaded, ours, bare and (fencing on
+    only) the floor extension (bench/floor.c) in a rotating order."""
     res = {}
     for fencing in (1, 0):
-        runs = {"ours": [], "bare": []}
+        runs = {"ours": [], "bare": [], "floor": []}
+        floor = os.path.join(b.build, "floor.so")
         todo = [("ours", lambda: b.ours(nodes[:1], fencing, gaps=True)),
                 ("bare", lambda: b.bare(nodes[:1], fencing, gaps=True))]
+        if fencing:  # the floor sends PING whatever the setting: one row is enough
+            todo.append(("floor", lambda: b.ours(nodes[:1], fencing, ext=floor, gaps=True)))
         for i in range(reps):
-            for k, run in todo[i % 2:] + todo[:i % 2]:
+            for k, run in todo[i % len(todo):] + todo[:i % len(todo)]:
                 runs[k].append(run())
-        res[fencing] = {k: summary(v) for k, v in runs.items()}
+        res[fencing] = {k: summary(v) for k, v in runs.items() if v}
     print("bench: time from a reply to the next request: done", flush=True)
     return res
 
@@ -342,11 +346,14 @@ def cycles_gaps(b, nodes, reps):
 def gap_lines(gaps):
     """The table rows of cycles_gaps."""
     L = ["Client time from a reply to its next request (bench/gap.c preloaded; 1 node, 2 per cycle): the client's "
-         "own part of a cycle; rest = mean cycle - 2 x mean span (network and server)"]
+         "own part of a cycle; rest = mean cycle - 2 x mean span (network and server); floor = SQLite and one PING "
+         "per call (bench/floor.c), what no extension can take off"]
     for fencing in (1, 0):
-        for k, label in (("ours", "ours"), ("bare", "bare hiredis")):
+        for k, label in (("ours", "ours"), ("bare", "bare hiredis"), ("floor", "floor: SQLite + PING")):
+            if k == "floor" and not fencing:
+                continue
             s = gaps[fencing].get(k) or {"error": "not run"}
-            name = "%s, fencing %s" % (label, "on" if fencing else "off")
+            name = label if k == "floor" else "%s, fencing %s" % (label, "on" if fencing else "off")
             if "error" in s:
                 L.append("  %-38s %5s  failed: %s" % (name, 1, s["error"]))
                 continue
