@@ -23,6 +23,7 @@ built with deliberate bugs.
 
 import argparse
 import os
+import sqlite3
 import sys
 import time
 
@@ -294,6 +295,38 @@ def _many(urls, seconds, **kw):
     return checker_many.run(urls, seconds=seconds, **kw)
 
 
+def _companion_user(urls, name, log):
+    """A "fault" that is only another user: takes, extends and releases the
+    lock `name` in a loop on the same nodes (logging each hold), with the
+    default settings, so its holder details go to name:holder."""
+    def run(stop, until):
+        con = h.connect(urls)
+        try:
+            while not stop.is_set() and time.monotonic() < until:
+                try:
+                    if con.execute("SELECT redlock_acquire(?, ?)", (name, TTL_MS)).fetchone()[0]:
+                        con.execute("SELECT redlock_extend(?, ?)", (name, TTL_MS)).fetchone()
+                        con.execute("SELECT redlock_release(?)", (name,)).fetchone()
+                        log.append(name)
+                except sqlite3.OperationalError:
+                    pass  # a refused call is no finding here: the workers' lock is what is checked
+                stop.wait(0.002)  # leaves the CPUs to the workers: pacing, not waiting for anything
+        finally:
+            con.close()
+    return run
+
+
+def companion_names(seconds):
+    """The workers contend for the name cx:holder while another user takes,
+    extends and releases cx on the same nodes: cx's holder details would
+    go under the workers' very name, which must never overwrite, delete or
+    re-time their lock."""
+    with h.Cluster(5) as c:
+        log = []
+        res = _run(_urls(c), seconds, resource="cx:holder", faults=_companion_user(_urls(c), "cx", log))
+        return Outcome(res, "safe", len(log))
+
+
 def many_clean(seconds):
     with h.Cluster(5) as c:
         return Outcome(_many(_urls(c), seconds), "safe", None)
@@ -350,6 +383,7 @@ SCENARIOS = [
     ("slow client links (replies +60 ms)", slow_client_links),
     ("clock jumps on a minority (limit)", clock_jumps_minority),
     ("clock jumps on a majority (limit)", clock_jumps_majority),
+    ("another user of cx while workers contend for cx:holder", companion_names),
     ("NEGATIVE: quorum 1", negative_quorum_1),
     ("NEGATIVE: disjoint node sets", negative_disjoint_nodes),
     ("acquire_many: overlapping sets, clean", many_clean),

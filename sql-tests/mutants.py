@@ -49,6 +49,11 @@ SHARED_MUTANT_SPAN = 3
 MANY_SCENARIOS = ["many_clean", "many_kills_and_pauses"]
 MANY_MUTANTS = {"fence-ignores-floor"}
 
+# The scenario (checker_matrix.py) the baseline and the companion-key mutant
+# run: workers on the name cx:holder while another user takes and releases cx.
+COMPANION_SCENARIOS = ["companion_names"]
+COMPANION_MUTANTS = {"companion-keys-touched"}
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -79,6 +84,12 @@ MUTANTS = {
     "fence-ignores-floor": (
         "a single fenced acquire ignores the fencing floor the sets of names write",
         [("src/rl_scripts.h", "\"if fl and tonumber(fl) >= f then ", "\"if false then ")]),
+    "companion-keys-touched": (
+        "a lock's holder-details key x:holder is written and deleted whatever it holds (another lock too)",
+        [("src/rl_scripts.h", "local function put() if mine(hd) ~= false then", "local function put() if true then"),
+         ("src/rl_scripts.h",
+          "\"if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') \"",
+          "\"if true then redis.call('del',KEYS[1] .. ':holder') \"")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
@@ -118,15 +129,16 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds, shared=False, many=False):
+def run_scenarios(ext, seconds, shared=False, many=False, companion=False):
     """Runs the scenarios against ext (shared: the shared-lock ones; many:
-    the acquire_many ones); returns (exit status, MISSED lines, table rows)."""
+    the acquire_many ones; companion: the companion-key one); returns (exit
+    status, MISSED lines, table rows)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
     if shared:
         cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
     else:
         cmd = [sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
-               "--only", ",".join(MANY_SCENARIOS if many else SCENARIOS)]
+               "--only", ",".join(MANY_SCENARIOS if many else COMPANION_SCENARIOS if companion else SCENARIOS)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     lines = r.stdout.splitlines()
     missed = [x for x in lines if x.startswith("MISSED")]
@@ -155,9 +167,9 @@ def main(argv):
     for name in names:
         ext = build(name)
         rc, missed, rows = 0, [], []
-        if name not in SHARED_MUTANTS and name not in MANY_MUTANTS:
+        if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS:
             rc, missed, rows = run_scenarios(ext, a.seconds)
-        for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS)):
+        for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS), ("companion", COMPANION_MUTANTS)):
             if name in group or name == "baseline":
                 span = SHARED_MUTANT_SPAN if name in SHARED_MUTANTS else 1
                 rc2, missed2, rows2 = run_scenarios(ext, a.seconds * span, **{kind: True})

@@ -15,7 +15,7 @@
 #include "rl_scripts.h"
 
 #define SEP "\x1f"
-#define TAG "redlock1"
+#define TAG RL_DETAILS_TAG
 
 /* text made safe for a field: cleaned, at most RL_HOLDER_TEXT_MAX bytes,
  * no separator (rl_text_clean turns control bytes, 0x1f too, into spaces). */

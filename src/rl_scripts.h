@@ -10,6 +10,23 @@
 #define RL_LUA_NOW \
     "local tm = redis.call('time') local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) "
 
+/* The keys a lock keeps beside its own (<key>:holder, <key>:holders,
+ * <key>:writer-waiting) are names a lock can have too, ours or another
+ * Redlock client's: every script touches one only when it holds what this
+ * extension writes there, and otherwise leaves it as it is (the
+ * companion's job is then simply not done: no details, no marker).
+ * Stored holder details start with this tag and 0x1f (rl_lock_holder.c);
+ * a lock's value, a token, never does. */
+#define RL_DETAILS_TAG "redlock1"
+/* mine(k): true when key k holds an exclusive holder's details, nil when
+ * it does not exist, false when it holds anything else (another lock). */
+#define RL_LUA_MINE \
+    "local function mine(k) local v = redis.pcall('get', k) if v == false then return nil end " \
+    "return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31' end "
+/* The value of the writer-waiting marker (RL_WRITER_SUFFIX): only a key
+ * holding it is one. */
+#define RL_WRITER_MARK "redlock-writer-waiting"
+
 /* The holder details of a set of names taken with one token
  * (RL_SCRIPT_ACQUIRE_MANY) are written once for the set, in the hash named
  * key prefix + RL_SET_DETAILS_TAG + the SHA1 of the token (computed on the
@@ -38,38 +55,41 @@
  * clock), plus the member '' whose score is -1 - max_holders (0: no
  * limit). Its holders' details (holder_info) are in the hash
  * KEYS[1]..':holders', field the SHA1 of the token (so no token is
- * readable there), value the details text (rl_lock_holder.c). Drops expired
- * holders and their details; deletes both keys when none is left, else
- * makes both live as long as the last holder. Needs `now`. */
+ * readable there), value the details text (rl_lock_holder.c); hok says
+ * whether that key is one (a hash, or none yet: anything else is another
+ * lock, left alone). Drops expired holders and their details; deletes both
+ * keys when none is left, else makes both live as long as the last holder.
+ * Needs `now`. */
 #define RL_LUA_SHARED_TIDY \
-    "local hk = KEYS[1] .. ':holders' " \
+    "local hk = KEYS[1] .. ':holders' local hkt = redis.call('type',hk).ok local hok = hkt == 'hash' or hkt == 'none' " \
     "local function tidy() local ex = redis.call('zrangebyscore',KEYS[1],0,now) " \
     "if #ex > 0 then redis.call('zremrangebyscore',KEYS[1],0,now) " \
-    "if redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
+    "if hok and redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
     "local last = redis.call('zrange',KEYS[1],-1,-1,'withscores') " \
-    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1],hk) return 0 end " \
-    "redis.call('pexpireat',KEYS[1],last[2]) redis.call('pexpireat',hk,last[2]) return 1 end "
+    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1]) if hok then redis.call('del',hk) end return 0 end " \
+    "redis.call('pexpireat',KEYS[1],last[2]) if hok then redis.call('pexpireat',hk,last[2]) end return 1 end "
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, the key prefix (an
  * exclusive lock's set details are then kept, RL_SET_DETAILS_TAG); ARGV[3],
  * when given, a channel to tell waiters on (rl_wait.h). 1 when our key (a
  * string holding the token) or our live member of a shared lock was
  * deleted, else 0 (an exclusive lock's holder details, KEYS[1]..':holder'
- * (rl_lock_holder.c), go with it: a name derived here, as only standalone
- * masters vote; when there were none, the name may be one of a set); a key
- * of any other type is never touched. Cleanups after a failed attempt give
+ * (rl_lock_holder.c), go with it when it holds details (RL_LUA_MINE): a
+ * name derived here, as only standalone masters vote; when there were none,
+ * the name may be one of a set); a key of any other type is never touched. Cleanups after a failed attempt give
  * no channel, so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'string' then " \
-    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
-    "if redis.call('del',KEYS[1] .. ':holder') == 0 and ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
+    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " RL_LUA_MINE \
+    "if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') " \
+    "elseif ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
     "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc then tidy() return 0 end " \
-    "redis.call('zrem',KEYS[1],ARGV[1]) redis.call('hdel',hk,redis.sha1hex(ARGV[1])) tidy() " \
+    "redis.call('zrem',KEYS[1],ARGV[1]) if hok then redis.call('hdel',hk,redis.sha1hex(ARGV[1])) end tidy() " \
     "if tonumber(sc) <= now then return 0 end " \
     "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1"
 
@@ -104,8 +124,8 @@
     "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
-    "if redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) == 0 and ARGV[3] then " \
-    RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
+    RL_LUA_MINE "if mine(KEYS[1] .. ':holder') then redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) " \
+    "elseif ARGV[3] then " RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
     RL_LUA_STRETCH_FENCE "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end " \
     "return r"
 
@@ -116,17 +136,18 @@
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
  * integers: 1 where that key held its own token and got its TTL (its
- * holder details, KEYS[i]..':holder', too), 0 where it is gone, not ours,
+ * holder details, KEYS[i]..':holder' when it holds them, too), 0 where it is gone, not ours,
  * or not a string (a shared lock someone took on the name since: no error,
  * so the other keys of the call are still extended); never re-created.
  * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
-    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE \
+    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE RL_LUA_MINE \
     "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
     "out[i] = redis.call('pexpire',KEYS[i],t) " \
-    "if redis.call('pexpire',KEYS[i] .. ':holder',t) == 0 and pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
+    "if mine(KEYS[i] .. ':holder') then redis.call('pexpire',KEYS[i] .. ':holder',t) " \
+    "elseif pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
     "if f then stretch(KEYS[n + i], t) end " \
     "else out[i] = 0 end end " \
     "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
@@ -158,7 +179,7 @@
  * KEYS[1]..':holders'. Adds a shared holder
  * expiring ttl ms from now on the node's clock: 1, or 0 when the key is
  * held exclusively (any other type), when max_holders live holders are in,
- * or when an exclusive acquirer waits (the marker exists). A max_holders
+ * or when an exclusive acquirer waits (the marker holds RL_WRITER_MARK). A max_holders
  * other than the current holders' is an error. */
 #define RL_SCRIPT_ACQUIRE_SHARED \
     "local ty = redis.call('type',KEYS[1]).ok " \
@@ -170,24 +191,27 @@
     "if have ~= k then return redis.error_reply('max_holders ' .. k .. ' differs from the ' .. have .. " \
     "' its current shared holders use (0: no limit); use the same max_holders for every shared holder of a name') end " \
     "n = redis.call('zcount',KEYS[1],'(0','+inf') end " \
-    "if redis.call('exists',KEYS[2]) == 1 then return 0 end " \
+    "if redis.pcall('get',KEYS[2]) == '" RL_WRITER_MARK "' then return 0 end " \
     "if k > 0 and n >= k then return 0 end " \
     "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) " \
-    "if ARGV[4] then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4]) end tidy() return 1"
+    "if ARGV[4] and hok then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4]) end tidy() return 1"
 
 /* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms. Set by
  * an exclusive acquirer that is going to wait while shared holders have the
- * key, so that no new shared holder comes in meanwhile. Always 1. */
+ * key, so that no new shared holder comes in meanwhile; a marker key that
+ * holds anything else is another lock, left as it is. Always 1. */
 #define RL_SCRIPT_WRITER_WAITING \
-    "if redis.call('type',KEYS[1]).ok == 'zset' then redis.call('set',KEYS[2],'1','PX',ARGV[1]) end return 1"
+    "if redis.call('type',KEYS[1]).ok == 'zset' then local m = redis.pcall('get',KEYS[2]) " \
+    "if m == false or m == '" RL_WRITER_MARK "' then redis.call('set',KEYS[2],'" RL_WRITER_MARK "','PX',ARGV[1]) end end return 1"
 
 /* The same for several names: KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2]
  * the marker's suffix (RL_WRITER_SUFFIX). Every name of the set held
  * shared gets its marker, so shared holders cannot come back on one name
  * while the waiter is kept out by another. Always 1. */
 #define RL_SCRIPT_WRITER_WAITING_MANY \
-    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then " \
-    "redis.call('set', KEYS[i] .. ARGV[2], '1', 'PX', ARGV[1]) end end return 1"
+    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then local mk = KEYS[i] .. ARGV[2] " \
+    "local m = redis.pcall('get', mk) if m == false or m == '" RL_WRITER_MARK "' then " \
+    "redis.call('set', mk, '" RL_WRITER_MARK "', 'PX', ARGV[1]) end end end return 1"
 
 /* Fencing numbers stay below 2^53 - 1 (RL_FENCE_LIMIT_TEXT): Lua's
  * numbers are doubles, exact up to 2^53. isfence(v): counter or floor text
@@ -321,7 +345,8 @@
 /* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
  * each must hold (or ARGV[2] alone: one token for all). Deletes each key
  * that still holds its token, with its holder details (a set's
- * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set)
+ * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set,
+ * where it holds details)
  * and tells the waiters on <key>:released (rl_wait.h) of the names that
  * have any (of every name, where the user may not run PUBSUB NUMSUB).
  * Answers a string of n characters, '1' where the key was deleted, '0'
@@ -334,8 +359,10 @@
     "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] tk[#del] = t gone[t] = (gone[t] or 0) + 1 " \
     "else out[i] = '0' end end end " \
     "local single = {} for t in pairs(gone) do single[t] = redis.call('type', setkey(ARGV[1], t)).ok ~= 'hash' end " \
-    "local hk, ch = {}, {} for i = 1, #del do if single[tk[i]] then hk[#hk + 1] = del[i] .. ':holder' end " \
+    "local cand, hk, ch = {}, {}, {} for i = 1, #del do if single[tk[i]] then cand[#cand + 1] = del[i] .. ':holder' end " \
     "ch[i] = del[i] .. ':released' end " \
+    "for a = 1, #cand, 1000 do local b = math.min(a + 999, #cand) local v = redis.call('mget', unpack(cand, a, b)) " \
+    "for j = 1, #v do if v[j] and string.sub(v[j], 1, 9) == '" RL_DETAILS_TAG "\\31' then hk[#hk + 1] = cand[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do local b = math.min(a + 999, #del) redis.call('del', unpack(del, a, b)) " \
     "local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
     "if s.err then for j = a, b do redis.call('publish', ch[j], '') end " \
@@ -361,7 +388,9 @@
  * RL_SCRIPT_ACQUIRE_FENCED); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the
  * details, ARGV[4] (with fencing) counter ttl ms. The details go to
  * KEYS[1]..':holder' (rl_lock_holder.c), set with the lock's own PX, in
- * the same script, so they never outlive it; that name is derived here,
+ * the same script, so they never outlive it, unless that key holds
+ * something else (another lock: RL_LUA_MINE), which is left alone and the
+ * details not written; that name is derived here,
  * as in RL_SCRIPT_RELEASE, to keep the command at 10 arguments: a new
  * connection's first lock command goes out right behind its AUTH, and
  * Redis answers a command of more than 10 from a client not yet
@@ -369,11 +398,12 @@
  * would hide AUTH's own answer to a wrong password. Returns what SET NX
  * (status OK, nil) or the fenced script (its number, nil) would. */
 #define RL_SCRIPT_ACQUIRE_HOLDER \
-    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
-    "if not KEYS[2] then redis.call('set',KEYS[1] .. ':holder',ARGV[3],'PX',ARGV[2]) " \
-    "return redis.status_reply('OK') end " \
+    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " RL_LUA_MINE \
+    "local hd = KEYS[1] .. ':holder' local function put() if mine(hd) ~= false then " \
+    "redis.call('set',hd,ARGV[3],'PX',ARGV[2]) end end " \
+    "if not KEYS[2] then put() return redis.status_reply('OK') end " \
     RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[4]") \
-    "redis.call('set',KEYS[1] .. ':holder',ARGV[3],'PX',ARGV[2]) return f"
+    "put() return f"
 
 /* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
  * the most shared holders to list, ARGV[2] the key prefix. Returns {pttl of
@@ -389,10 +419,10 @@
     "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
     "local dk = ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. id " \
     "if redis.call('type',dk).ok == 'hash' then d = redis.call('hget',dk,'d') end " \
-    "if not d then d = redis.call('get',KEYS[2]) end " \
+    "if not d then " RL_LUA_MINE "if mine(KEYS[2]) then d = redis.call('get',KEYS[2]) end end " \
     "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
     "local hk = KEYS[1] .. ':holders' " \
-    "if redis.call('exists',hk) == 1 then " \
+    "if redis.call('type',hk).ok == 'hash' then " \
     "local m = redis.call('zrangebyscore',KEYS[1],'(' .. now,'+inf','withscores','limit',0,tonumber(ARGV[1])) " \
     "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) local v = redis.call('hget',hk,f) " \
     "if v then l[#l + 1] = f l[#l + 1] = tonumber(m[i + 1]) - now l[#l + 1] = v end end end end " \

@@ -1,0 +1,124 @@
+"""The keys a lock keeps beside its own (x:holder with an exclusive
+holder's details, x:holders with shared holders' details, x:writer-waiting
+while an exclusive acquirer waits on shared holders) share the key space
+with locks: a lock named x:holder, taken by us or by another Redlock client,
+is someone else's lock, and nothing done to x may overwrite, delete or
+re-time it. An adversarial review found release, extend, the keeper's batch
+extension, release_many, the shared scripts and the writer marker all
+touching such a key whatever it held. Each test takes the other lock first,
+then works on x, and asserts that the other lock is exactly as its holder
+left it (value and TTL on every node) and that its holder can still release
+it; and that x itself still works."""
+# SPDX-License-Identifier: BSD-3-Clause
+
+import json
+
+import harness as h
+from harness import check, eq, is_token, value
+
+h.default_config(timeout_ms=h.RELAXED_TIMEOUT_MS)
+
+OTHER_TTL = 60000  # ms: the other lock's TTL, far above anything x's calls set
+
+
+def _intact(cluster, key, token, what):
+    """The other lock still holds its token with most of its TTL, on every node."""
+    for n in cluster:
+        eq(n.get(key), token, "%s: %s still holds its holder's token on %s" % (what, key, n.addr))
+        ttl = n.pttl(key)
+        check(ttl > OTHER_TTL - 15000, "%s: %s keeps its TTL on %s (%d ms left)" % (what, key, n.addr, ttl))
+
+
+def _other_lock(cluster, key):
+    """Another client's lock, as redsync or node-redlock take one."""
+    token = "their-token-0123456789"
+    for n in cluster:
+        eq(n.cmd("SET", key, token, "NX", "PX", str(OTHER_TTL)), "OK", "the other client's SET of %s" % key)
+    return token
+
+
+def _our_other_lock(cluster, key):
+    """The other lock taken through the extension on its own connection,
+    settled on every node; (that connection, its token)."""
+    con = h.connect(cluster)
+    tok = is_token(value(con, "SELECT redlock_acquire(?, ?)", key, OTHER_TTL))
+    h.settle(con)
+    return con, tok
+
+
+def _extend_and_release(cluster, con, name, other, token, ttl_ms):
+    """Extends, then releases the lock `name` of con, checking after each
+    (on every node) that the other lock `other` is as its holder left it."""
+    check(value(con, "SELECT redlock_extend(?, ?)", name, ttl_ms) > 0, "extend of %s" % name)
+    h.settle(con)
+    _intact(cluster, other, token, "after the extend of %s" % name)
+    eq(value(con, "SELECT redlock_release(?)", name), 1, "release of %s" % name)
+    h.settle(con)
+    _intact(cluster, other, token, "after the release of %s" % name)
+
+
+def _release_other(cluster, key, token):
+    for n in cluster:
+        eq(n.get(key), token, "%s still the other client's at its release" % key)
+        n.cmd("DEL", key)
+
+
+def test_exclusive_lock_leaves_a_lock_named_x_holder_3n():
+    c = h.shared_cluster(3)
+    theirs, tok = _our_other_lock(c, "ck:holder")
+    ours, third = h.connect(c), h.connect(c)
+    is_token(value(ours, "SELECT redlock_acquire('ck', 60000)"))
+    h.settle(ours)
+    _intact(c, "ck:holder", tok, "after the acquire of ck")
+    raw = value(ours, "SELECT redlock_holder('ck')")
+    check(tok not in raw, "no token of the other lock in redlock_holder: %r" % raw)
+    eq(json.loads(raw).get("app"), None, "no details shown for ck: its details key is another lock")
+    _extend_and_release(c, ours, "ck", "ck:holder", tok, 1000)
+    eq(value(third, "SELECT redlock_acquire('ck:holder', 1000)"), None, "ck:holder is still held")
+    eq(value(theirs, "SELECT redlock_release('ck:holder')"), 1, "its holder releases ck:holder")
+
+
+def test_keeper_and_release_many_leave_another_clients_x_holder_3n():
+    c = h.shared_cluster(3)
+    con = h.connect(c, auto_extend=1)
+    tok = _other_lock(c, "ka:holder")
+    is_token(value(con, "SELECT redlock_acquire('ka', 900)"))
+    h.wait_until(lambda: (value(con, "SELECT extensions FROM redlock_locks WHERE resource = 'ka'") or 0) >= 2,
+                 timeout=10, what="two extensions of ka by the keeper")
+    h.settle(con)
+    _intact(c, "ka:holder", tok, "after the keeper extended ka")
+    eq(value(con, "SELECT redlock_release_many('[\"ka\"]')"), 1, "release_many of ka")
+    h.settle(con)
+    _intact(c, "ka:holder", tok, "after release_many of ka")
+    _release_other(c, "ka:holder", tok)
+
+
+def test_shared_lock_leaves_a_lock_named_x_holders_3n():
+    c = h.shared_cluster(3)
+    theirs, tok = _our_other_lock(c, "sq:holders")
+    ours = h.connect(c)
+    is_token(value(ours, "SELECT redlock_acquire_shared('sq', 2000)"))
+    h.settle(ours)
+    _intact(c, "sq:holders", tok, "after a shared acquire of sq")
+    _extend_and_release(c, ours, "sq", "sq:holders", tok, 1500)
+    bare = h.connect(c, holder_info=0)
+    is_token(value(bare, "SELECT redlock_acquire_shared('sq', 2000)"))
+    h.settle(bare)
+    _intact(c, "sq:holders", tok, "after a shared acquire without holder details")
+    eq(value(bare, "SELECT redlock_release('sq')"), 1, "release")
+    eq(value(theirs, "SELECT redlock_release('sq:holders')"), 1, "its holder releases sq:holders")
+
+
+def test_writer_marker_leaves_a_lock_named_x_writer_waiting_3n():
+    c = h.shared_cluster(3)
+    theirs, tok = _our_other_lock(c, "wq:writer-waiting")
+    reader, writer = h.connect(c), h.connect(c)
+    is_token(value(reader, "SELECT redlock_acquire_shared('wq', 60000)"))
+    eq(value(writer, "SELECT redlock_acquire('wq', 5000, 300)"), None, "the writer waits on the reader and gives up")
+    h.settle(writer)
+    _intact(c, "wq:writer-waiting", tok, "after an exclusive acquirer waited on wq")
+    second = h.connect(c)
+    is_token(value(second, "SELECT redlock_acquire_shared('wq', 5000)"))
+    eq(value(second, "SELECT redlock_release('wq')"), 1, "a second reader came in: another lock is no writer")
+    eq(value(reader, "SELECT redlock_release('wq')"), 1, "release of the reader")
+    eq(value(theirs, "SELECT redlock_release('wq:writer-waiting')"), 1, "its holder releases wq:writer-waiting")
