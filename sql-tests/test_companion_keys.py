@@ -109,6 +109,24 @@ def test_shared_lock_leaves_a_lock_named_x_holders_3n():
     eq(value(theirs, "SELECT redlock_release('sq:holders')"), 1, "its holder releases sq:holders")
 
 
+def test_shared_lock_leaves_a_hash_lock_named_x_holders_3n():
+    # Redisson keeps a lock as a hash (field "<uuid>:<thread>", value a count).
+    c = h.shared_cluster(3)
+    for n in c:
+        n.cmd("HSET", "sr:holders", "8c2d-uuid:1", "1")
+        n.cmd("PEXPIRE", "sr:holders", str(OTHER_TTL))
+    ours = h.connect(c)
+    is_token(value(ours, "SELECT redlock_acquire_shared('sr', 2000)"))
+    check(value(ours, "SELECT redlock_extend('sr', 1500)") > 0, "extend of the shared hold")
+    eq(value(ours, "SELECT redlock_release('sr')"), 1, "release of the last shared holder")
+    h.settle(ours)
+    for n in c:
+        eq(n.cmd("HGETALL", "sr:holders"), ["8c2d-uuid:1", "1"], "the hash lock's fields on %s" % n.addr)
+        ttl = n.pttl("sr:holders")
+        check(ttl > OTHER_TTL - 15000, "the hash lock keeps its TTL on %s (%d ms left)" % (n.addr, ttl))
+        n.cmd("DEL", "sr:holders")
+
+
 def test_writer_marker_leaves_a_lock_named_x_writer_waiting_3n():
     c = h.shared_cluster(3)
     theirs, tok = _our_other_lock(c, "wq:writer-waiting")

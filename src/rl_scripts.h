@@ -55,13 +55,15 @@
  * clock), plus the member '' whose score is -1 - max_holders (0: no
  * limit). Its holders' details (holder_info) are in the hash
  * KEYS[1]..':holders', field the SHA1 of the token (so no token is
- * readable there), value the details text (rl_lock_holder.c); hok says
- * whether that key is one (a hash, or none yet: anything else is another
- * lock, left alone). Drops expired holders and their details; deletes both
+ * readable there), value the details text (rl_lock_holder.c), and the
+ * field '' holding RL_DETAILS_TAG, which marks the hash as ours; hok says
+ * whether that key is one (such a hash, or none yet: anything else, a hash
+ * lock of another client too, is left alone). Drops expired holders and their details; deletes both
  * keys when none is left, else makes both live as long as the last holder.
  * Needs `now`. */
 #define RL_LUA_SHARED_TIDY \
-    "local hk = KEYS[1] .. ':holders' local hkt = redis.call('type',hk).ok local hok = hkt == 'hash' or hkt == 'none' " \
+    "local hk = KEYS[1] .. ':holders' local hkt = redis.call('type',hk).ok " \
+    "local hok = hkt == 'none' or (hkt == 'hash' and redis.call('hget',hk,'') == '" RL_DETAILS_TAG "') " \
     "local function tidy() local ex = redis.call('zrangebyscore',KEYS[1],0,now) " \
     "if #ex > 0 then redis.call('zremrangebyscore',KEYS[1],0,now) " \
     "if hok and redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
@@ -194,7 +196,8 @@
     "if redis.pcall('get',KEYS[2]) == '" RL_WRITER_MARK "' then return 0 end " \
     "if k > 0 and n >= k then return 0 end " \
     "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) " \
-    "if ARGV[4] and hok then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4]) end tidy() return 1"
+    "if ARGV[4] and hok then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4],'','" RL_DETAILS_TAG "') end " \
+    "tidy() return 1"
 
 /* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms. Set by
  * an exclusive acquirer that is going to wait while shared holders have the
