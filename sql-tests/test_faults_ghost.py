@@ -8,6 +8,7 @@ TTL is 60 s so a lingering key is plain; the key must be gone well within
 GONE seconds of the node resuming."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import threading
 import time
 
 import harness as h
@@ -174,3 +175,38 @@ def test_ghost_set_with_later_calls_while_stalled_3n():
                    % ", ".join("%.0fms" % (t * 1000) for t in times))
         finally:
             p.close()
+
+
+def test_cleanup_after_a_connection_reset_3n():
+    """A failed attempt whose SET ran on a node whose connection was then
+    reset (before the attempt was decided) cannot send that node its
+    cleanup on the dead connection: the node's next connection carries it,
+    so the key does not linger for its TTL. The other nodes answer late
+    (their replies held up), so the reset comes while the attempt is open."""
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            con = h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
+            warm(con)
+            for n in c[1:]:
+                eq(n.cmd("SET", "gr", "their-token", "NX", "PX", str(TTL)), "OK", "another client holds gr")
+            for p in ps:
+                p.delay_replies(1500)
+            out = {}
+            t = threading.Thread(target=lambda: out.update(tok=value(con, "SELECT redlock_acquire('gr', ?)", TTL)))
+            t.start()
+            h.wait_until(lambda: c[0].cmd("EXISTS", "gr") == 1, GONE, interval=0.005,
+                         what="our SET to run on node 1")
+            ps[0].reset()
+            ps[0].pass_()
+            t.join(GONE)
+            eq(out.get("tok", "no answer"), None, "the attempt fails: two nodes are held by another client")
+            for p in ps[1:]:
+                p.pass_()
+            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
+                         GONE, interval=0.02, what="our key on node 1 cleaned up over its next connection")
+            for n in c[1:]:
+                eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
+        finally:
+            for p in ps:
+                p.close()

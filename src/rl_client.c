@@ -75,8 +75,14 @@ static void flush_stale(rl_client *c) {
     free(who); /* out of memory: the cleanups are dropped with their connections */
 }
 
+void rl_client_forget_owed(rl_node *node) {
+    for (int i = 0; i < node->nowed; i++) rl_buf_free(&node->owed[i]);
+    node->nowed = 0;
+}
+
 static void node_free(rl_node *node) {
     if (!node) return;
+    rl_client_forget_owed(node);
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
     rl_conn_close(node->sub);
@@ -395,6 +401,7 @@ void rl_client_forget_after_fork(rl_client *c) {
         rl_conn_close(node->stale);
         rl_conn_close(node->sub);
         node->conn = node->stale = node->sub = NULL;
+        rl_client_forget_owed(node); /* the parent's attempts: its own to clean up */
         node->sub_ready = 0;
         node->health = RL_HEALTH_IDLE;
         node->retry_at_us = node->backoff_ms = 0;

@@ -21,6 +21,10 @@
 
 enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
 
+/* At most this many owed cleanups per node: more are dropped, and their
+ * keys expire with their TTL as they would have without any. */
+#define RL_NODE_OWED_MAX 16
+
 typedef struct rl_node {
     int64_t id;
     rl_endpoint ep;
@@ -55,6 +59,12 @@ typedef struct rl_node {
     rl_node_stats stats;    /* what this connection did with the node (rl_stats.h) */
     unsigned scripts_cached; /* rl_evalsha scripts the current connection ran: bit i for script i */
     int evalsha_refused;    /* the current connection's user may not run EVALSHA */
+    /* Cleanups of failed attempts whose command went on a connection that
+     * broke before it answered (it may have run): one whole RESP command
+     * each, owned, sent first on the node's next connection
+     * (rl_node_owe_cleanup, rl_node_connect). */
+    rl_buf owed[RL_NODE_OWED_MAX];
+    int nowed;
 } rl_node;
 
 typedef struct rl_settings {
@@ -212,6 +222,9 @@ int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, c
 
 /* Number of nodes (takes c->mu). */
 int rl_client_node_count(rl_client *c);
+
+/* Frees the cleanups node owes (rl_node.owed). */
+void rl_client_forget_owed(rl_node *node);
 
 /* In a child process after fork(): re-creates c->mu (it may have been copied
  * locked) and drops every inherited connection without sending a byte, so

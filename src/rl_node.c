@@ -73,6 +73,16 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
+    /* Behind AUTH and SELECT, so they run as our user on our database;
+     * compare-and-delete by token, so one that finds the key gone or
+     * taken by another since does nothing. Op 0 is no round's (they count
+     * from 1): the answer is read as a late one, never as a vote of the
+     * round that connected. */
+    for (int i = 0; i < node->nowed; i++) {
+        rl_tag tag = {.op = 0, .kind = RL_K_CLEANUP, .deadline_us = deadline_us};
+        rc |= rl_conn_send_resp(conn, &tag, node->owed[i].data, node->owed[i].len);
+    }
+    rl_client_forget_owed(node);
     if (rc != 0) {
         rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
@@ -124,6 +134,17 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
         snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);
         rl_client_event(c, RL_EVENT_NODE_DOWN, msg);
     }
+}
+
+void rl_node_owe_cleanup(rl_node *node, int argc, const char *const *argv, const size_t *lens) {
+    if (node->nowed >= RL_NODE_OWED_MAX) return;
+    rl_buf *b = &node->owed[node->nowed];
+    memset(b, 0, sizeof *b);
+    if (rl_buf_append_command(b, argc, argv, lens) != 0) {
+        rl_buf_free(b);
+        return;
+    }
+    node->nowed++;
 }
 
 void rl_node_mark_up(rl_client *c, rl_node *node) {

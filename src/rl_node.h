@@ -26,6 +26,13 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
  * is closed. why becomes last_error. */
 void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
 
+/* Keeps a cleanup (argc arguments) for node, whose connection broke while
+ * the command it cleans up after was owed an answer: rl_node_connect sends
+ * it first on the next connection. Dropped when RL_NODE_OWED_MAX are kept
+ * or without memory. */
+void rl_node_owe_cleanup(rl_node *node, int argc, const char *const *argv, const size_t *lens);
+
+
 /* Marks node up after a timely reply. */
 void rl_node_mark_up(rl_client *c, rl_node *node);
 

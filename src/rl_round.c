@@ -236,6 +236,7 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
+            if (r && r->votes[i].state == RL_V_PENDING) r->votes[i].conn_lost = 1;
             fail_pending(r, i, why, 0);
             continue;
         }
@@ -555,7 +556,12 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
         if (v->state == RL_V_YES || v->state == RL_V_PENDING || (v->state == RL_V_FAIL && !v->timed_out))
             conn = node->conn;
         else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
-        if (!conn || conn->broken) continue;
+        if (!conn || conn->broken) {
+            /* Its connection broke with the command owed: the next one
+             * carries the cleanup. */
+            if (v->state == RL_V_FAIL && v->conn_lost) rl_node_owe_cleanup(node, argc, argv, lens);
+            continue;
+        }
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
         rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
         rl_conn_send(conn, &tag, argc, argv, lens);
