@@ -230,6 +230,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_er
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
     rl_conn_close(node->sub);
+    rl_client_forget_owed(node); /* the old server's: the new one never had those keys */
     rl_endpoint_clear(&node->ep);
     rl_tls_peer_clear(&node->tls);
     int64_t nid = node->id;
