@@ -32,7 +32,6 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
  * or without memory. */
 void rl_node_owe_cleanup(rl_node *node, int argc, const char *const *argv, const size_t *lens);
 
-
 /* Marks node up after a timely reply. */
 void rl_node_mark_up(rl_client *c, rl_node *node);
 

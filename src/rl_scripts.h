@@ -18,11 +18,15 @@
  * Stored holder details start with this tag and 0x1f (rl_lock_holder.c);
  * a lock's value, a token, never does. */
 #define RL_DETAILS_TAG "redlock1"
+/* isdetails(v): value v (of GET, MGET or a failed pcall) is an exclusive
+ * holder's details. */
+#define RL_LUA_IS_DETAILS \
+    "local function isdetails(v) return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31' end "
 /* mine(k): true when key k holds an exclusive holder's details, nil when
  * it does not exist, false when it holds anything else (another lock). */
 #define RL_LUA_MINE \
-    "local function mine(k) local v = redis.pcall('get', k) if v == false then return nil end " \
-    "return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31' end "
+    RL_LUA_IS_DETAILS \
+    "local function mine(k) local v = redis.pcall('get', k) if v == false then return nil end return isdetails(v) end "
 /* The value of the writer-waiting marker (RL_WRITER_SUFFIX): only a key
  * holding it is one. */
 #define RL_WRITER_MARK "redlock-writer-waiting"
@@ -355,7 +359,7 @@
  * Answers a string of n characters, '1' where the key was deleted, '0'
  * where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
-    RL_LUA_SET_GONE \
+    RL_LUA_SET_GONE RL_LUA_IS_DETAILS \
     "local out, del, tk, gone = {}, {}, {}, {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do local i = a + j - 1 local t = ARGV[i + 1] or ARGV[2] " \
@@ -365,7 +369,7 @@
     "local cand, hk, ch = {}, {}, {} for i = 1, #del do if single[tk[i]] then cand[#cand + 1] = del[i] .. ':holder' end " \
     "ch[i] = del[i] .. ':released' end " \
     "for a = 1, #cand, 1000 do local b = math.min(a + 999, #cand) local v = redis.call('mget', unpack(cand, a, b)) " \
-    "for j = 1, #v do if v[j] and string.sub(v[j], 1, 9) == '" RL_DETAILS_TAG "\\31' then hk[#hk + 1] = cand[a + j - 1] end end end " \
+    "for j = 1, #v do if isdetails(v[j]) then hk[#hk + 1] = cand[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do local b = math.min(a + 999, #del) redis.call('del', unpack(del, a, b)) " \
     "local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
     "if s.err then for j = a, b do redis.call('publish', ch[j], '') end " \
@@ -422,7 +426,7 @@
     "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
     "local dk = ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. id " \
     "if redis.call('type',dk).ok == 'hash' then d = redis.call('hget',dk,'d') end " \
-    "if not d then " RL_LUA_MINE "if mine(KEYS[2]) then d = redis.call('get',KEYS[2]) end end " \
+    "if not d then " RL_LUA_IS_DETAILS "local v = redis.pcall('get',KEYS[2]) if isdetails(v) then d = v end end " \
     "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
     "local hk = KEYS[1] .. ':holders' " \
     "if redis.call('type',hk).ok == 'hash' then " \
