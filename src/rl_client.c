@@ -76,7 +76,7 @@ static void flush_stale(rl_client *c) {
 }
 
 void rl_client_forget_owed(rl_node *node) {
-    for (int i = 0; i < node->nowed; i++) rl_buf_free(&node->owed[i]);
+    for (int i = 0; i < node->nowed; i++) rl_buf_free(&node->owed[i].cmd);
     node->nowed = 0;
 }
 

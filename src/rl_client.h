@@ -25,6 +25,17 @@ enum { RL_HEALTH_IDLE, RL_HEALTH_UP, RL_HEALTH_DOWN };
  * keys expire with their TTL as they would have without any. */
 #define RL_NODE_OWED_MAX 16
 
+/* A failed attempt's cleanup that a node still owes an answer to: its
+ * command went on a connection that broke before it answered (it may have
+ * run), or the cleanup itself was answered with an error (LOADING after a
+ * restart). Kept until the node answers it or the key has expired anyway. */
+typedef struct rl_owed {
+    rl_buf cmd;        /* the whole RESP command, owned */
+    uint32_t id;       /* rl_tag.owed of its sends: which entry an answer is for */
+    uint32_t sent_on;  /* rl_node.conn_serial of the connection it went on last; 0: not sent */
+    int64_t until_us;  /* the attempt's key is gone by itself after this */
+} rl_owed;
+
 typedef struct rl_node {
     int64_t id;
     rl_endpoint ep;
@@ -59,12 +70,12 @@ typedef struct rl_node {
     rl_node_stats stats;    /* what this connection did with the node (rl_stats.h) */
     unsigned scripts_cached; /* rl_evalsha scripts the current connection ran: bit i for script i */
     int evalsha_refused;    /* the current connection's user may not run EVALSHA */
-    /* Cleanups of failed attempts whose command went on a connection that
-     * broke before it answered (it may have run): one whole RESP command
-     * each, owned, sent first on the node's next connection
-     * (rl_node_owe_cleanup, rl_node_connect). */
-    rl_buf owed[RL_NODE_OWED_MAX];
+    /* Cleanups the node owes an answer to, oldest first (rl_owed,
+     * rl_node_owe_cleanup, rl_node_send_owed). */
+    rl_owed owed[RL_NODE_OWED_MAX];
     int nowed;
+    uint32_t owed_ids;      /* the last rl_owed.id given out */
+    uint32_t conn_serial;   /* counts the node's connections: which one is node->conn */
 } rl_node;
 
 typedef struct rl_settings {

@@ -30,6 +30,7 @@ typedef struct rl_tag {
     int64_t deadline_us;  /* after this, no reply means the node is stalled */
     unsigned char script; /* 1 + its rl_evalsha index for a script that may go by digest; 0 otherwise */
     unsigned char by_digest; /* sent as EVALSHA */
+    uint32_t owed;        /* an owed cleanup's rl_owed.id; 0 for any other command */
 } rl_tag;
 
 typedef struct rl_conn {

@@ -73,16 +73,9 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
-    /* Behind AUTH and SELECT, so they run as our user on our database;
-     * compare-and-delete by token, so one that finds the key gone or
-     * taken by another since does nothing. Op 0 is no round's (they count
-     * from 1): the answer is read as a late one, never as a vote of the
-     * round that connected. */
-    for (int i = 0; i < node->nowed; i++) {
-        rl_tag tag = {.op = 0, .kind = RL_K_CLEANUP, .deadline_us = deadline_us};
-        rc |= rl_conn_send_resp(conn, &tag, node->owed[i].data, node->owed[i].len);
-    }
-    rl_client_forget_owed(node);
+    /* Behind AUTH and SELECT, so they run as our user on our database. */
+    if (++node->conn_serial == 0) node->conn_serial = 1; /* 0 marks an owed cleanup not sent */
+    rc |= rl_node_send_owed(node, conn, deadline_us);
     if (rc != 0) {
         rl_node_mark_down(c, node, conn->err.msg, 0); /* a failed send always says why */
         rl_conn_close(conn);
@@ -136,15 +129,53 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     }
 }
 
-void rl_node_owe_cleanup(rl_node *node, int argc, const char *const *argv, const size_t *lens) {
-    if (node->nowed >= RL_NODE_OWED_MAX) return;
-    rl_buf *b = &node->owed[node->nowed];
-    memset(b, 0, sizeof *b);
-    if (rl_buf_append_command(b, argc, argv, lens) != 0) {
-        rl_buf_free(b);
+int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens) {
+    if (node->nowed >= RL_NODE_OWED_MAX) return -1;
+    rl_owed *o = &node->owed[node->nowed];
+    memset(o, 0, sizeof *o);
+    if (rl_buf_append_command(&o->cmd, argc, argv, lens) != 0) {
+        rl_buf_free(&o->cmd);
+        return -1;
+    }
+    if (++node->owed_ids == 0) node->owed_ids = 1; /* 0 marks a command that is none */
+    o->id = node->owed_ids;
+    o->until_us = until_us;
+    node->nowed++;
+    return 0;
+}
+
+static void owed_remove(rl_node *node, int k) {
+    rl_buf_free(&node->owed[k].cmd);
+    memmove(&node->owed[k], &node->owed[k + 1], (size_t)(node->nowed - k - 1) * sizeof node->owed[0]);
+    node->nowed--;
+}
+
+int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us) {
+    int64_t now = rl_now_us();
+    int rc = 0;
+    for (int k = 0; k < node->nowed; k++) {
+        rl_owed *o = &node->owed[k];
+        if (now >= o->until_us) { /* its key has expired: nothing left to clean */
+            owed_remove(node, k--);
+            continue;
+        }
+        if (o->sent_on == node->conn_serial) continue; /* on this connection already, answer to come */
+        /* Op 0 is no round's (they count from 1): the answer is read as a
+         * late one, never as a vote of the round that sent it. */
+        rl_tag tag = {.op = 0, .kind = RL_K_CLEANUP, .deadline_us = deadline_us, .owed = o->id};
+        rc |= rl_conn_send_resp(conn, &tag, o->cmd.data, o->cmd.len);
+        o->sent_on = node->conn_serial;
+    }
+    return rc;
+}
+
+void rl_node_owed_answered(rl_node *node, uint32_t id, int failed) {
+    for (int k = 0; k < node->nowed; k++) {
+        if (node->owed[k].id != id) continue;
+        if (failed) node->owed[k].sent_on = 0; /* an error such as LOADING: sent again with the next command */
+        else owed_remove(node, k);
         return;
     }
-    node->nowed++;
 }
 
 void rl_node_mark_up(rl_client *c, rl_node *node) {

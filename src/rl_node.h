@@ -26,11 +26,22 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
  * is closed. why becomes last_error. */
 void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
 
-/* Keeps a cleanup (argc arguments) for node, whose connection broke while
- * the command it cleans up after was owed an answer: rl_node_connect sends
- * it first on the next connection. Dropped when RL_NODE_OWED_MAX are kept
- * or without memory. */
-void rl_node_owe_cleanup(rl_node *node, int argc, const char *const *argv, const size_t *lens);
+/* Keeps a cleanup (argc arguments) of a failed attempt for node until the
+ * node answers it without an error, or until until_us, when the key it
+ * deletes has expired by itself. rl_node_send_owed sends it, on the node's
+ * current connection and again on the next one while unanswered. Returns
+ * 0, or -1 when RL_NODE_OWED_MAX are kept already or without memory (the
+ * cleanup is not kept). */
+int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens);
+
+/* Sends on conn, the node's current connection, the owed cleanups not yet
+ * sent on it, and drops those whose keys have expired. Returns 0, or -1
+ * when conn broke (the cleanups are kept for the next one). */
+int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us);
+
+/* The node answered owed cleanup id: done unless the answer was an error
+ * (failed), after which it goes again with the node's next command. */
+void rl_node_owed_answered(rl_node *node, uint32_t id, int failed);
 
 /* Marks node up after a timely reply. */
 void rl_node_mark_up(rl_client *c, rl_node *node);

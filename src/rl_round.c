@@ -122,6 +122,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
+        if (tag->owed) rl_node_owed_answered(node, tag->owed, state == RL_V_FAIL);
         if (tag->kind != RL_K_CLEANUP && tag->kind != RL_K_PING) { /* a vote that came after the decision */
             if (state == RL_V_YES) RL_COUNT(node->stats.yes);
             else if (state == RL_V_NO) RL_COUNT(node->stats.no);
@@ -514,6 +515,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, node->last_error);
             continue;
         }
+        /* One answered with an error (LOADING) goes again, ahead of this round's command. */
+        if (node->nowed) rl_node_send_owed(node, node->conn, deadline);
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
@@ -545,6 +548,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
 }
 
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
+    int64_t until = rl_now_us() + c->max_ttl_ms * 1000; /* the attempt's key is gone by then */
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
@@ -559,10 +563,16 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
         if (!conn || conn->broken) {
             /* Its connection broke with the command owed: the next one
              * carries the cleanup. */
-            if (v->state == RL_V_FAIL && v->conn_lost) rl_node_owe_cleanup(node, argc, argv, lens);
+            if (v->state == RL_V_FAIL && v->conn_lost) rl_node_owe_cleanup(node, until, argc, argv, lens);
             continue;
         }
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
+        /* Kept until answered, so a connection that breaks before it
+         * answers (or an error such as LOADING) does not lose it. */
+        if (conn == node->conn && rl_node_owe_cleanup(node, until, argc, argv, lens) == 0) {
+            rl_node_send_owed(node, conn, deadline);
+            continue;
+        }
         rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
         rl_conn_send(conn, &tag, argc, argv, lens);
     }
