@@ -8,6 +8,7 @@ TTL is 60 s so a lingering key is plain; the key must be gone well within
 GONE seconds of the node resuming."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
 import threading
 import time
 
@@ -177,11 +178,22 @@ def test_ghost_set_with_later_calls_while_stalled_3n():
             p.close()
 
 
-def _failed_attempt_with_reset(c, ps, con):
-    """A failed attempt on 'gr' whose SET ran on node 1, whose connection
-    was then reset before the attempt was decided. The other nodes answer
-    late (their replies held up), so the reset comes while the attempt is
-    open; they are held by another client, so the attempt fails."""
+@contextlib.contextmanager
+def _proxied_cluster():
+    """Three nodes, each behind a fault proxy, and a connection to them."""
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            yield c, ps, h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
+        finally:
+            for p in ps:
+                p.close()
+
+
+def _failed_attempt(c, ps, con, fault):
+    """A failed attempt on 'gr' whose SET ran on node 1, where fault(ps[0])
+    then strikes while the attempt is still open: the other nodes answer
+    late (their replies held up) and no, held by another client."""
     warm(con)
     for n in c[1:]:
         eq(n.cmd("SET", "gr", "their-token", "NX", "PX", str(TTL)), "OK", "another client holds gr")
@@ -192,12 +204,25 @@ def _failed_attempt_with_reset(c, ps, con):
     t.start()
     h.wait_until(lambda: c[0].cmd("EXISTS", "gr") == 1, GONE, interval=0.005,
                  what="our SET to run on node 1")
-    ps[0].reset()
-    ps[0].pass_()
+    fault(ps[0])
     t.join(GONE)
     eq(out.get("tok", "no answer"), None, "the attempt fails: two nodes are held by another client")
     for p in ps[1:]:
         p.pass_()
+
+
+def _reset(proxy):
+    proxy.reset()
+    proxy.pass_()
+
+
+def _cleaned_up_on_node1(c, con, what):
+    """Polls (each poll a redlock_ping, so the node is reconnected) until
+    our key is gone from node 1; the other client's keys stay."""
+    h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
+                 GONE, interval=0.02, what=what)
+    for n in c[1:]:
+        eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
 
 
 def test_cleanup_after_a_connection_reset_3n():
@@ -205,18 +230,9 @@ def test_cleanup_after_a_connection_reset_3n():
     reset cannot send that node its cleanup on the dead connection: the
     node's next connection carries it, so the key does not linger for its
     TTL."""
-    with h.Cluster(3) as c:
-        ps = [FaultProxy(n.host, n.port) for n in c]
-        try:
-            con = h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
-            _failed_attempt_with_reset(c, ps, con)
-            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
-                         GONE, interval=0.02, what="our key on node 1 cleaned up over its next connection")
-            for n in c[1:]:
-                eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
-        finally:
-            for p in ps:
-                p.close()
+    with _proxied_cluster() as (c, ps, con):
+        _failed_attempt(c, ps, con, _reset)
+        _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
 
 
 def test_cleanup_lost_with_its_connection_is_sent_again_3n():
@@ -224,35 +240,11 @@ def test_cleanup_lost_with_its_connection_is_sent_again_3n():
     the node answers it (here it never reaches the node: the path goes
     dark, then is reset) is sent again on the node's next connection, so
     the key our SET left there does not linger for its TTL."""
-    with h.Cluster(3) as c:
-        ps = [FaultProxy(n.host, n.port) for n in c]
-        try:
-            con = h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
-            warm(con)
-            for n in c[1:]:
-                eq(n.cmd("SET", "gr", "their-token", "NX", "PX", str(TTL)), "OK", "another client holds gr")
-            for p in ps[1:]:
-                p.delay_replies(1500)
-            out = {}
-            t = threading.Thread(target=lambda: out.update(tok=value(con, "SELECT redlock_acquire('gr', ?)", TTL)))
-            t.start()
-            h.wait_until(lambda: c[0].cmd("EXISTS", "gr") == 1, GONE, interval=0.005,
-                         what="our SET to run on node 1")
-            ps[0].blackhole()  # the cleanup, sent once the others say no, never arrives
-            t.join(GONE)
-            eq(out.get("tok", "no answer"), None, "the attempt fails: two nodes are held by another client")
-            for p in ps[1:]:
-                p.pass_()
-            eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup went into the dark")
-            ps[0].reset()  # our connection to node 1 breaks before it answered the cleanup
-            ps[0].pass_()
-            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
-                         GONE, interval=0.02, what="our key on node 1 cleaned up over its next connection")
-            for n in c[1:]:
-                eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
-        finally:
-            for p in ps:
-                p.close()
+    with _proxied_cluster() as (c, ps, con):
+        _failed_attempt(c, ps, con, lambda p: p.blackhole())  # the cleanup never arrives
+        eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup went into the dark")
+        _reset(ps[0])  # our connection to node 1 breaks before it answered the cleanup
+        _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
 
 
 def _answers_busy(node):
@@ -273,32 +265,23 @@ def test_cleanup_answered_with_an_error_is_sent_again_3n():
     long (LOADING after a restart is the other common one). It is not
     dropped then: it goes again with the node's next command, so the key
     does not linger for its TTL."""
-    with h.Cluster(3) as c:
-        ps = [FaultProxy(n.host, n.port) for n in c]
+    with _proxied_cluster() as (c, ps, con):
+        _failed_attempt(c, ps, con, _reset)
+        eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1 before its next connection")
+        eq(c[0].cmd("CONFIG", "SET", "lua-time-limit", "10"), "OK", "BUSY after 10 ms of a script")
+        spinner = h.Resp(c[0].host, c[0].port, timeout=GONE * 3)
+        busy = threading.Thread(target=lambda: _swallow(spinner, "EVAL", "while true do end", "0"))
+        busy.start()
         try:
-            con = h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
-            _failed_attempt_with_reset(c, ps, con)
-            eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1 before its next connection")
-            eq(c[0].cmd("CONFIG", "SET", "lua-time-limit", "10"), "OK", "BUSY after 10 ms of a script")
-            spinner = h.Resp(c[0].host, c[0].port, timeout=GONE * 3)
-            busy = threading.Thread(target=lambda: _swallow(spinner, "EVAL", "while true do end", "0"))
-            busy.start()
-            try:
-                h.wait_until(lambda: _answers_busy(c[0]), GONE, interval=0.01, what="node 1 to answer BUSY")
-                h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None
-                             and "BUSY" in _node_error(con, ps[0].port),
-                             GONE, interval=0.02, what="our next connection to node 1, answered BUSY")
-            finally:
-                c[0].cmd("SCRIPT", "KILL")
-                busy.join(GONE)
-            eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup was answered BUSY")
-            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
-                         GONE, interval=0.02, what="our key on node 1 cleaned up by the cleanup sent again")
-            for n in c[1:]:
-                eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
+            h.wait_until(lambda: _answers_busy(c[0]), GONE, interval=0.01, what="node 1 to answer BUSY")
+            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None
+                         and "BUSY" in _node_error(con, ps[0].port),
+                         GONE, interval=0.02, what="our next connection to node 1, answered BUSY")
         finally:
-            for p in ps:
-                p.close()
+            c[0].cmd("SCRIPT", "KILL")
+            busy.join(GONE)
+        eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup was answered BUSY")
+        _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up by the cleanup sent again")
 
 
 def _swallow(conn, *args):
