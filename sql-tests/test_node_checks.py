@@ -108,3 +108,24 @@ def test_cluster_node_fences_names_of_one_hash_tag_1n():
         redlock_error(con, "SELECT redlock_acquire('untagged', 10000)", contains=("CROSSSLOT",))
     finally:
         node.terminate()
+
+
+def test_node_without_info_counts_neither_yes_nor_no_3n():
+    """A node whose user may not run INFO cannot be told apart from the
+    others (it may be a replica of one, or the same server): neither its
+    yes nor its no counts. Here it says no (another client holds the name
+    there), one node is down and the third says yes: that is no majority
+    either way, so the call fails with an error naming the node and INFO,
+    instead of answering that the lock is held."""
+    with h.Cluster(3) as cl:
+        blind, dead, fit = cl
+        blind.cmd("ACL", "SETUSER", "noinfo", "on", ">No-1nfo-pw", "~*", "&*", "+@all", "-info")
+        eq(blind.cmd("SET", "ni", "their-token", "NX", "PX", "60000"), "OK", "another client holds ni there")
+        urls = ["redis://noinfo:No-1nfo-pw@127.0.0.1:%d" % blind.port, dead.url, fit.url]
+        dead.terminate()
+        con = h.connect(urls)
+        redlock_error(con, "SELECT redlock_acquire('ni', 10000)",
+                      contains=("node 1 127.0.0.1:%d" % blind.port, "INFO"))
+        h.settle(con)
+        eq(fit.get("ni"), None, "the failed attempt cleaned up on the fit node")
+        eq(blind.get("ni"), "their-token", "the other client's key untouched")

@@ -312,9 +312,13 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
     }
 }
 
+int rl_node_known(const rl_node *node) {
+    return node->info_known && node->role_known && node->checks_known == RL_CHECK_ALL;
+}
+
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
                          size_t whylen) {
-    if (!node->info_known || !node->role_known || node->checks_known != RL_CHECK_ALL) {
+    if (!rl_node_known(node)) {
         snprintf(why, whylen, "INFO or ROLE gave no usable answer on this connection, so the node cannot be told "
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
         return 1;

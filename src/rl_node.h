@@ -49,6 +49,10 @@ void rl_node_mark_up(rl_client *c, rl_node *node);
 /* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
 
+/* Whether INFO, ROLE and the node checks have answered on node's current
+ * connection: until then it cannot be told apart from the other nodes. */
+int rl_node_known(const rl_node *node);
+
 /* Why a yes from node must not count (its INFO or ROLE not read on this
  * connection, replica, duplicate, restart guard), written into why; 0 when
  * it counts. Node checks (rl_nodecheck_blocked) are the caller's. guard_applies: acquire and extend; the restart guard is judged

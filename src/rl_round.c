@@ -146,10 +146,11 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     }
     if (state == RL_V_YES && r->nitems > 0)
         state = rl_vote_items(rep, r->items + (size_t)i * (size_t)r->nitems, r->nitems, why, sizeof why);
-    /* A duplicate's or replica's answer is about another server's data: neither its
-     * yes nor its no counts. The restart guard holds back yes votes only. */
+    /* A duplicate's or replica's answer is about another server's data, and
+     * a node whose INFO and ROLE have not answered may be either: neither
+     * its yes nor its no counts. The restart guard holds back yes votes only. */
     int blocked = 0;
-    if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica))) &&
+    if ((state == RL_V_YES || (state == RL_V_NO && (node->duplicate_of || node->is_replica || !rl_node_known(node)))) &&
         rl_node_vote_blocked(c, node, r->guard_applies, now, why, sizeof why))
         state = RL_V_FAIL, blocked = 1;
     /* A node that cannot keep locks (evicting, cluster): no answer of its
