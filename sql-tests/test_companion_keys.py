@@ -140,3 +140,44 @@ def test_writer_marker_leaves_a_lock_named_x_writer_waiting_3n():
     eq(value(second, "SELECT redlock_release('wq')"), 1, "a second reader came in: another lock is no writer")
     eq(value(reader, "SELECT redlock_release('wq')"), 1, "release of the reader")
     eq(value(theirs, "SELECT redlock_release('wq:writer-waiting')"), 1, "its holder releases wq:writer-waiting")
+
+
+def test_a_companion_keys_value_is_never_a_token_3n():
+    """The values kept beside locks are guessable: a fencing counter holds a
+    small number (redlock_fence even reports it), the writer marker a fixed
+    text, holder details a known shape. Naming such a key as a lock with its
+    value as the token must not release, extend or adopt it: a deleted or
+    shortened counter hands out a fencing number lower than one handed out
+    before (an adversarial review did exactly that). Each call is refused
+    as misuse, and the keys stay as they were."""
+    c = h.shared_cluster(3)
+    owner, other = h.connect(c), h.connect(c)
+    for _ in range(3):
+        is_token(value(owner, "SELECT redlock_acquire('job', 10000)"))
+        last = value(owner, "SELECT redlock_fence('job')")
+        eq(value(owner, "SELECT redlock_release('job')"), 1, "release of job")
+    h.settle(owner)
+    counter = [n.get("job:fence") for n in c]
+    eq(counter, [str(last)] * 3, "job's fencing counter on every node")
+    for n in c:
+        eq(n.cmd("SET", "doc:writer-waiting", "redlock-writer-waiting", "PX", str(OTHER_TTL)), "OK", "a writer's marker")
+    details = "redlock1\x1fhost\x1f1"
+    for sql, args, says in [
+            ("SELECT redlock_release('job:fence', ?)", (str(last),), "a number"),
+            ("SELECT redlock_extend('job:fence', 5, ?)", (str(last),), "a number"),
+            ("SELECT redlock_adopt('job:fence', ?)", (str(last),), "32-character"),
+            ("SELECT redlock_release_many('[\"job:fence\"]', ?)", (str(last),), "a number"),
+            ("SELECT redlock_extend('doc:writer-waiting', 2000000000, 'redlock-writer-waiting')", (), "marker"),
+            ("SELECT redlock_release('doc:writer-waiting', 'redlock-writer-waiting')", (), "marker"),
+            ("SELECT redlock_release('job:holder', ?)", (details,), "holder details")]:
+        h.redlock_error(other, sql, *args, contains=(says, "redlock_acquire returned"))
+    h.settle(other)
+    eq([n.get("job:fence") for n in c], counter, "job's fencing counter after those calls")
+    for n in c:
+        check(n.pttl("job:fence") > 60000 or n.pttl("job:fence") == -1, "the counter keeps its TTL on %s" % n.addr)
+        eq(n.get("doc:writer-waiting"), "redlock-writer-waiting", "the marker on %s" % n.addr)
+        check(n.pttl("doc:writer-waiting") <= OTHER_TTL, "the marker keeps its TTL on %s" % n.addr)
+        n.cmd("DEL", "doc:writer-waiting")
+    is_token(value(owner, "SELECT redlock_acquire('job', 10000)"))
+    eq(value(owner, "SELECT redlock_fence('job')"), last + 1, "the next fencing number follows the last one")
+    eq(value(owner, "SELECT redlock_release('job')"), 1, "release of job")

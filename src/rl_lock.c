@@ -439,9 +439,25 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     return out->status;
 }
 
-static rl_status check_token(const char *token, size_t toklen, rl_outcome *out) {
+/* Whether s (len bytes) is what INCR leaves in a key: a decimal integer. */
+static int is_integer_text(const char *s, size_t len) {
+    size_t i = len > 0 && s[0] == '-';
+    if (i == len || len > 20) return 0;
+    for (; i < len; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    return 1;
+}
+
+rl_status rl_lock_check_token(const char *token, size_t toklen, rl_outcome *out) {
     if (!token || toklen == 0) return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
     if (toklen > RL_TOKEN_ARG_MAX) return finish(out, RL_MISUSE, "token is too long to be a redlock token");
+    if (is_integer_text(token, toklen))
+        return finish(out, RL_MISUSE, "token is a number, which is what fencing counters hold, never a lock's token; "
+                                      "pass the token redlock_acquire returned");
+    if ((toklen == sizeof RL_WRITER_MARK - 1 && memcmp(token, RL_WRITER_MARK, toklen) == 0) ||
+        memchr(token, 0x1f, toklen))
+        return finish(out, RL_MISUSE, "token is what the extension keeps beside a lock (a writer's marker or holder "
+                                      "details), never a lock's token; pass the token redlock_acquire returned");
     return RL_OK;
 }
 
@@ -453,7 +469,7 @@ typedef void by_token_body(rl_client *c, const keys *k, const char *token, size_
 static rl_status by_token(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen,
                           rl_outcome *out, by_token_body *body, void *arg) {
     memset(out, 0, sizeof *out);
-    if (check_token(token, toklen, out) != RL_OK) return out->status;
+    if (rl_lock_check_token(token, toklen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote small[SMALL_VOTES], *votes = NULL;
@@ -555,7 +571,7 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
     memset(out, 0, sizeof *out);
     if (ttl_ms < 1 || ttl_ms > RL_TTL_MAX_MS)
         return finish(out, RL_MISUSE, "ttl_ms must be a whole number of milliseconds from 1 to %lld", RL_TTL_MAX_MS);
-    if (check_token(token, toklen, out) != RL_OK) return out->status;
+    if (rl_lock_check_token(token, toklen, out) != RL_OK) return out->status;
     pthread_mutex_lock(&c->mu);
     keys k;
     rl_vote small[SMALL_VOTES], *votes = NULL;

@@ -159,6 +159,15 @@ rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out);
  * when fence_ttl_ms is 0, else at least as long as the lock. */
 int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms);
 
+/* Checks a token argument (release, extend, adopt); RL_OK or RL_MISUSE
+ * with out->msg. Besides an empty or overlong one, it refuses the values
+ * the extension keeps in keys beside its locks, so that no call can
+ * release, extend or adopt one of those keys by naming it as a lock with
+ * its guessable value: a decimal integer of at most 20 characters (a
+ * fencing counter or floor; a token of ours has 32 characters), the
+ * writer marker, and any text with the byte 0x1f (holder details). */
+rl_status rl_lock_check_token(const char *token, size_t toklen, rl_outcome *out);
+
 /* Checks arguments shared by all calls; RL_OK or RL_MISUSE with out->msg. */
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
 

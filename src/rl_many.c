@@ -472,8 +472,7 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
     memset(out, 0, sizeof *out);
     for (int j = 0; j < n; j++) {
         released[j] = 0;
-        if (!toks[j] || toklens[j] == 0 || toklens[j] > 1024)
-            return finish(out, RL_MISUSE, "token must be a non-empty text returned by redlock_acquire");
+        if (rl_lock_check_token(toks[j], toklens[j], out) != RL_OK) return out->status;
     }
     pthread_mutex_lock(&c->mu);
     mkeys k;
