@@ -687,6 +687,31 @@ def test_release_many_for_a_user_without_pubsub_1n():
         n.terminate()
 
 
+def test_release_for_a_user_without_channel_rights_1n():
+    """A user with no rights on any channel (Redis 7's default for a new
+    ACL user, acl-pubsub-default resetchannels) cannot tell waiters by
+    PUBLISH. Release deletes the key before telling them, so it must still
+    answer that it released (an adversarial review saw the lock deleted and
+    the call fail), and release_many must leave no set details behind."""
+    n = h.RedisNode()
+    try:
+        n.cmd("ACL", "SETUSER", "nochan", "on", ">No-chan-pw", "~*", "resetchannels", "+@all")
+        con = h.connect("redis://nochan:No-chan-pw@127.0.0.1:%d?timeout_ms=250" % n.port)
+        is_token(value(con, "SELECT redlock_acquire('nc:one', 10000)"), "token")
+        eq(value(con, "SELECT redlock_release('nc:one')"), 1, "release of one lock")
+        eq(n.get("nc:one"), None, "its key after release")
+        is_token(value(con, "SELECT redlock_acquire_shared('nc:sh', 10000)"), "token of a shared hold")
+        eq(value(con, "SELECT redlock_release('nc:sh')"), 1, "release of a shared hold")
+        eq(n.cmd("EXISTS", "nc:sh"), 0, "the shared lock after its last holder left")
+        names = json.dumps(["nc:a", "nc:b", "nc:c"])
+        is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", names), "token of the set")
+        eq(value(con, "SELECT redlock_release_many(?)", names), 3, "names released")
+        eq([n.get(k) for k in ("nc:a", "nc:b", "nc:c")], [None] * 3, "the keys after release_many")
+        eq(n.cmd("KEYS", "*redlock-set:*"), [], "the set's holder details after release_many")
+    finally:
+        n.terminate()
+
+
 
 def test_directonly_and_guard():
     c = h.shared_cluster(1)

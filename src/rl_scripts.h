@@ -77,7 +77,9 @@
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, the key prefix (an
  * exclusive lock's set details are then kept, RL_SET_DETAILS_TAG); ARGV[3],
- * when given, a channel to tell waiters on (rl_wait.h). 1 when our key (a
+ * when given, a channel to tell waiters on (rl_wait.h); a user who may not
+ * publish there still releases, and the waiters find out at their next
+ * try. 1 when our key (a
  * string holding the token) or our live member of a shared lock was
  * deleted, else 0 (an exclusive lock's holder details, KEYS[1]..':holder'
  * (rl_lock_holder.c), go with it when it holds details (RL_LUA_MINE): a
@@ -90,14 +92,14 @@
     "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " RL_LUA_MINE \
     "if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') " \
     "elseif ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
-    "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1 else return 0 end end " \
+    "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc then tidy() return 0 end " \
     "redis.call('zrem',KEYS[1],ARGV[1]) if hok then redis.call('hdel',hk,redis.sha1hex(ARGV[1])) end tidy() " \
     "if tonumber(sc) <= now then return 0 end " \
-    "if ARGV[3] then redis.call('publish',ARGV[3],'') end return 1"
+    "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1"
 
 /* stretch(k, t): counter or floor k lives at least t ms (a number, or its
  * text) when it holds a number, so that the next holder's number is still
@@ -354,9 +356,10 @@
  * that still holds its token, with its holder details (a set's
  * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set,
  * where it holds details)
- * and tells the waiters on <key>:released (rl_wait.h) of the names that
- * have any (of every name, where the user may not run PUBSUB NUMSUB).
- * Answers a string of n characters, '1' where the key was deleted, '0'
+ * and then tells the waiters on <key>:released (rl_wait.h) of the names
+ * that have any (of every name, where the user may not run PUBSUB NUMSUB).
+ * Telling is last and may fail (a user without rights on the channel):
+ * the deletions stand and the answer is still theirs. Answers a string of n characters, '1' where the key was deleted, '0'
  * where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
     RL_LUA_SET_GONE RL_LUA_IS_DETAILS \
@@ -370,12 +373,12 @@
     "ch[i] = del[i] .. ':released' end " \
     "for a = 1, #cand, 1000 do local b = math.min(a + 999, #cand) local v = redis.call('mget', unpack(cand, a, b)) " \
     "for j = 1, #v do if isdetails(v[j]) then hk[#hk + 1] = cand[a + j - 1] end end end " \
-    "for a = 1, #del, 1000 do local b = math.min(a + 999, #del) redis.call('del', unpack(del, a, b)) " \
-    "local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
-    "if s.err then for j = a, b do redis.call('publish', ch[j], '') end " \
-    "else for j = 2, #s, 2 do if s[j] > 0 then redis.call('publish', s[j - 1], '') end end end end " \
+    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
     "for a = 1, #hk, 1000 do redis.call('del', unpack(hk, a, math.min(a + 999, #hk))) end " \
     "for t, k in pairs(gone) do if not single[t] then setgone(ARGV[1], t, k) end end " \
+    "for a = 1, #ch, 1000 do local b = math.min(a + 999, #ch) local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
+    "if s.err then for j = a, b do redis.pcall('publish', ch[j], '') end " \
+    "else for j = 2, #s, 2 do if s[j] > 0 then redis.pcall('publish', s[j - 1], '') end end end end " \
     "return table.concat(out)"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
