@@ -13,7 +13,7 @@ import threading
 import time
 
 import harness as h
-from harness import eq, is_token, report, value
+from harness import check, eq, is_token, report, value
 from faultproxy import FaultProxy
 
 TTL = 60000
@@ -218,9 +218,12 @@ def _reset(proxy):
 
 def _cleaned_up_on_node1(c, con, what):
     """Polls (each poll a redlock_ping, so the node is reconnected) until
-    our key is gone from node 1; the other client's keys stay."""
+    our key is gone from node 1."""
     h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c[0].cmd("EXISTS", "gr") == 0,
                  GONE, interval=0.02, what=what)
+
+
+def _others_untouched(c):
     for n in c[1:]:
         eq(n.get("gr"), "their-token", "the other client's key on %s untouched" % n.addr)
 
@@ -233,6 +236,7 @@ def test_cleanup_after_a_connection_reset_3n():
     with _proxied_cluster() as (c, ps, con):
         _failed_attempt(c, ps, con, _reset)
         _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
+        _others_untouched(c)
 
 
 def test_cleanup_lost_with_its_connection_is_sent_again_3n():
@@ -245,6 +249,49 @@ def test_cleanup_lost_with_its_connection_is_sent_again_3n():
         eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup went into the dark")
         _reset(ps[0])  # our connection to node 1 breaks before it answered the cleanup
         _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
+        _others_untouched(c)
+
+
+def test_cleanup_kept_for_next_connection_keeps_after_an_update_3n():
+    """A cleanup kept for a node's next connection still goes when the
+    node's row is updated without moving it (a new timeout_ms): it is the
+    same server and database."""
+    with _proxied_cluster() as (c, ps, con):
+        _failed_attempt(c, ps, con, _reset)
+        eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1 before its next connection")
+        con.execute("UPDATE redlock_nodes SET timeout_ms = 4000 WHERE id = 1")
+        _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up after the UPDATE")
+        _others_untouched(c)
+
+
+def test_cleanup_after_a_break_in_the_fence_write_back_3n():
+    """Node 1 says yes with a fencing number behind node 2's, so the
+    number goes back to it in a write-back; its connection breaks there.
+    The number is then stored on too few nodes and the lock is given back:
+    node 1, whose yes came in the first round, must get the cleanup too,
+    over its next connection."""
+    with _proxied_cluster() as (c, ps, con):
+        warm(con)
+        eq(c[1].cmd("SET", "gr:fence", "100"), "OK", "node 2's counter ahead")
+        eq(c[2].cmd("SET", "gr", "their-token", "NX", "PX", str(TTL)), "OK", "another client holds gr on node 3")
+        ps[0].delay_replies(400)
+        out = {}
+
+        def attempt():
+            try:
+                out["tok"] = value(con, "SELECT redlock_acquire('gr', ?)", TTL)
+            except Exception as e:
+                out["err"] = str(e)
+        t = threading.Thread(target=attempt)
+        t.start()
+        h.wait_until(lambda: c[0].cmd("GET", "gr:fence") == "101", GONE, interval=0.002,
+                     what="the write-back of number 101 to run on node 1")
+        _reset(ps[0])
+        t.join(GONE)
+        check("fencing number 101" in out.get("err", ""), "the call fails: 101 stored on too few nodes: %r" % out)
+        _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
+        eq(c[1].cmd("EXISTS", "gr"), 0, "our key on node 2 cleaned up")
+        eq(c[2].get("gr"), "their-token", "the other client's key on node 3 untouched")
 
 
 def _answers_busy(node):
@@ -282,6 +329,7 @@ def test_cleanup_answered_with_an_error_is_sent_again_3n():
             busy.join(GONE)
         eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1: its cleanup was answered BUSY")
         _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up by the cleanup sent again")
+        _others_untouched(c)
 
 
 def _swallow(conn, *args):

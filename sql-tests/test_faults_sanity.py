@@ -111,6 +111,32 @@ def _uptime(node):
     raise AssertionError("no uptime in INFO")
 
 
+def test_moved_node_frees_its_duplicate_3n():
+    """[A, A-alias, B]: the alias is A's duplicate and does not vote. When
+    row 1 is moved to another server C, the alias is no longer anyone's
+    duplicate and votes again: with C down, the alias and B still make a
+    majority."""
+    with h.Cluster(3) as c:
+        a, b, other = c.nodes
+        alias_url, alias_host, alias_port, proxy = _alias_of(a)
+        try:
+            con = h.connect([a.url, alias_url, b.url])
+            eq(value(con, "SELECT redlock_release('md', redlock_acquire('md', 5000))"), 1, "a cycle on A and B")
+            eq(row_of(con, alias_port, alias_host)["state"], "duplicate", "state of the alias row")
+            con.execute("UPDATE redlock_nodes SET port = ? WHERE id = 1", (other.port,))
+            other.stop()  # row 1's new server hangs: the alias and B must carry the call
+            try:
+                tok = is_token(value(con, "SELECT redlock_acquire('md', 5000)"), "acquire on the alias and B")
+                eq(a.get("md"), tok, "the alias's server holds the lock")
+                eq(b.get("md"), tok, "B holds the lock")
+                check(row_of(con, alias_port, alias_host)["state"] != "duplicate", "the alias row is no duplicate now")
+            finally:
+                other.cont()
+        finally:
+            if proxy:
+                proxy.close()
+
+
 def test_restart_guard_3n():
     """restart_guard = 1: a node killed and restarted on the same port says
     yes again at once, but that yes must not count until its uptime exceeds

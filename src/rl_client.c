@@ -196,6 +196,12 @@ out:
     return rc;
 }
 
+/* A node that was the same server as a removed or moved one votes again. */
+static void forget_duplicates_of(rl_client *c, int64_t id) {
+    for (int j = 0; j < c->n; j++)
+        if (c->nodes[j]->duplicate_of == id) c->nodes[j]->duplicate_of = 0;
+}
+
 int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_error *err) {
     if (rl_endpoint_check(ep, err) != 0) return -1;
     struct sockaddr_storage addr;
@@ -230,12 +236,23 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_er
     rl_conn_close(node->conn);
     rl_conn_close(node->stale);
     rl_conn_close(node->sub);
-    rl_client_forget_owed(node); /* the old server's: the new one never had those keys */
+    /* The cleanups it owes go to the same server and database still (a new
+     * timeout, user or TLS setting), never to another one. */
+    rl_owed owed[RL_NODE_OWED_MAX];
+    int nowed = same_target(&node->ep, ep) ? node->nowed : 0;
+    uint32_t owed_ids = node->owed_ids;
+    if (nowed) memcpy(owed, node->owed, (size_t)nowed * sizeof owed[0]);
+    else rl_client_forget_owed(node);
     rl_endpoint_clear(&node->ep);
     rl_tls_peer_clear(&node->tls);
     int64_t nid = node->id;
     memset(node, 0, sizeof *node);
     node->id = nid;
+    for (int k = 0; k < nowed; k++) owed[k].sent_on = 0; /* on no connection of the reset node yet */
+    memcpy(node->owed, owed, (size_t)nowed * sizeof owed[0]);
+    node->nowed = nowed;
+    node->owed_ids = owed_ids;
+    forget_duplicates_of(c, nid);
     node->cfg = ++c->cfg_count;
     node->ep = copy;
     node->addr = addr;
@@ -249,12 +266,6 @@ out:
     rl_endpoint_clear(&copy);
     rl_tls_peer_clear(&tls);
     return rc;
-}
-
-/* A node that was the same server as a removed one votes again. */
-static void forget_duplicates_of(rl_client *c, int64_t id) {
-    for (int j = 0; j < c->n; j++)
-        if (c->nodes[j]->duplicate_of == id) c->nodes[j]->duplicate_of = 0;
 }
 
 int rl_client_remove_node(rl_client *c, int64_t id) {

@@ -238,7 +238,6 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
-            if (r && r->votes[i].state == RL_V_PENDING) r->votes[i].conn_lost = 1;
             fail_pending(r, i, why, 0);
             continue;
         }
@@ -539,6 +538,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, node->conn->err.msg);
             rl_node_mark_down(c, node, why, 0);
             set_vote(r, v, RL_V_FAIL, why);
+        } else {
+            v->went_out = 1;
         }
     }
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
@@ -553,18 +554,18 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
-        rl_conn *conn = NULL;
-        /* A FAIL that answered may be a yes that did not count
-         * (failed AUTH, replica, duplicate, restart guard): the key may be set
-         * there all the same, so it gets the cleanup too. Only a plain no (the
-         * key holds another token) and nodes not asked are skipped. */
-        if (v->state == RL_V_YES || v->state == RL_V_PENDING || (v->state == RL_V_FAIL && !v->timed_out))
-            conn = node->conn;
-        else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
+        /* Every node the command went to may hold the key, a FAIL that
+         * answered too (a yes that did not count: failed AUTH, replica,
+         * duplicate, restart guard), unless it said a plain no (the key
+         * holds another token). */
+        if (!v->went_out || v->state == RL_V_NO) continue;
+        rl_conn *conn = node->conn;
+        if (v->state == RL_V_FAIL && v->timed_out) conn = stale_takes_cleanup(node) ? node->stale : NULL;
         if (!conn || conn->broken) {
-            /* Its connection broke with the command owed: the next one
+            /* Its connection broke (in this round or a later one, such as
+             * a fence write-back) or stalled beyond use: the next one
              * carries the cleanup. */
-            if (v->state == RL_V_FAIL && v->conn_lost) rl_node_owe_cleanup(node, until, argc, argv, lens);
+            rl_node_owe_cleanup(node, until, argc, argv, lens);
             continue;
         }
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
