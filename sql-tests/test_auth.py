@@ -270,6 +270,26 @@ def test_db_out_of_range():
     eq(keys_in(n, 0), [], "keys in db 0")
 
 
+def test_no_from_the_wrong_database_does_not_count_3n():
+    """SELECT fails on node 1, whose default user is open, so our commands
+    run on database 0 there, where another client holds the name. That "no"
+    is about another database: it must not count, so with node 2 down and
+    node 3 saying yes the call fails with an error naming node 1's SELECT,
+    instead of answering that the lock is held."""
+    with h.Cluster(3) as c:
+        wrong_db, dead, fit = c
+        eq(wrong_db.cmd("SET", "wd", "their-token", "PX", "60000"), "OK", "another client holds wd in db 0")
+        urls = ["redis://127.0.0.1:%d/99" % wrong_db.port, dead.url, fit.url]
+        dead.terminate()
+        con = h.connect(urls, timeout_ms=SLOW)
+        msg = acquire_error(con, "wd")
+        check("node 1 " in msg and ("SELECT 99" in msg or "DB index" in msg),
+              "the error should name node 1 and its database: %r" % msg)
+        h.settle(con)
+        eq(fit.get("wd"), None, "the failed attempt cleaned up on node 3")
+        eq(wrong_db.get("wd"), "their-token", "the other client's key untouched")
+
+
 def test_one_node_with_wrong_password_still_has_quorum():
     nodes = [pw_node() for _ in range(3)]
     con = h.connect([url(nodes[0], password=PW), url(nodes[1], password=WRONG_PW), url(nodes[2], password=PW)],

@@ -34,6 +34,8 @@ typedef struct rl_owed {
     uint32_t id;       /* rl_tag.owed of its sends: which entry an answer is for */
     uint32_t sent_on;  /* rl_node.conn_serial of the connection it went on last; 0: not sent */
     int64_t until_us;  /* the attempt's key is gone by itself after this */
+    int64_t not_before_us; /* after an error answer: not sent again before this */
+    int errors;        /* error answers so far: each doubles the wait, to 5 s */
 } rl_owed;
 
 typedef struct rl_node {

@@ -159,7 +159,7 @@ int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us) {
             owed_remove(node, k--);
             continue;
         }
-        if (o->sent_on == node->conn_serial) continue; /* on this connection already, answer to come */
+        if (o->sent_on == node->conn_serial || now < o->not_before_us) continue; /* answer to come, or too soon */
         /* Op 0 is no round's (they count from 1): the answer is read as a
          * late one, never as a vote of the round that sent it. */
         rl_tag tag = {.op = 0, .kind = RL_K_CLEANUP, .deadline_us = deadline_us, .owed = o->id};
@@ -172,8 +172,15 @@ int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us) {
 void rl_node_owed_answered(rl_node *node, uint32_t id, int failed) {
     for (int k = 0; k < node->nowed; k++) {
         if (node->owed[k].id != id) continue;
-        if (failed) node->owed[k].sent_on = 0; /* an error such as LOADING: sent again with the next command */
-        else owed_remove(node, k);
+        rl_owed *o = &node->owed[k];
+        if (!failed) {
+            owed_remove(node, k);
+        } else { /* an error such as LOADING: sent again with a later command, after a wait */
+            int64_t wait_ms = o->errors < 6 ? 100LL << o->errors : 5000;
+            o->errors++;
+            o->sent_on = 0;
+            o->not_before_us = rl_now_us() + wait_ms * 1000;
+        }
         return;
     }
 }

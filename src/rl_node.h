@@ -40,7 +40,8 @@ int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *c
 int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us);
 
 /* The node answered owed cleanup id: done unless the answer was an error
- * (failed), after which it goes again with the node's next command. */
+ * (failed), after which it goes again with a later command to the node,
+ * 100 ms after the first error, twice as long after each next, at most 5 s. */
 void rl_node_owed_answered(rl_node *node, uint32_t id, int failed);
 
 /* Marks node up after a timely reply. */

@@ -129,7 +129,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
             else RL_COUNT(node->stats.errors);
         }
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
-        if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        if (state == RL_V_FAIL && !keeps_reason(c, node)) snprintf(node->last_error, sizeof node->last_error, "%s", why);
         else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
@@ -160,9 +160,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         state = RL_V_FAIL, blocked = 1;
     /* A connection whose AUTH or SELECT failed is not the user
      * or database the node was configured with, yet on a server whose default
-     * user needs no password it still runs our commands. Its yes must never
-     * count (WRONGPASS is a vote against, like any error reply). */
-    if (state == RL_V_YES && node->auth_failed) state = RL_V_FAIL, blocked = 1;
+     * user needs no password it still runs our commands: on another
+     * database, so neither its yes nor its no counts. */
+    if ((state == RL_V_YES || state == RL_V_NO) && node->auth_failed) state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if ((state == RL_V_YES || state == RL_V_NO) && r->inspect &&
         r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)
