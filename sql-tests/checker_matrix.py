@@ -295,25 +295,35 @@ def _many(urls, seconds, **kw):
     return checker_many.run(urls, seconds=seconds, **kw)
 
 
-def _companion_user(urls, name, log):
-    """A "fault" that is only another user: takes, extends and releases the
-    lock `name` in a loop on the same nodes (logging each hold), with the
-    default settings, so its holder details go to name:holder."""
+def _user_loop(urls, step, pause_s):
+    """A "fault" that is only another user of the same nodes: step(con)
+    in a loop on its own connection, pause_s apart (pacing, not waiting for
+    anything). A refused call is no finding here: the workers' lock is what
+    is checked."""
     def run(stop, until):
         con = h.connect(urls)
         try:
             while not stop.is_set() and time.monotonic() < until:
                 try:
-                    if con.execute("SELECT redlock_acquire(?, ?)", (name, TTL_MS)).fetchone()[0]:
-                        con.execute("SELECT redlock_extend(?, ?)", (name, TTL_MS)).fetchone()
-                        con.execute("SELECT redlock_release(?)", (name,)).fetchone()
-                        log.append(name)
+                    step(con)
                 except sqlite3.OperationalError:
-                    pass  # a refused call is no finding here: the workers' lock is what is checked
-                stop.wait(0.002)  # leaves the CPUs to the workers: pacing, not waiting for anything
+                    pass
+                stop.wait(pause_s)
         finally:
             con.close()
     return run
+
+
+def _companion_user(urls, name, log):
+    """Takes, extends and releases the lock `name` in a loop (logging each
+    hold), with the default settings, so its holder details go to
+    name:holder."""
+    def step(con):
+        if con.execute("SELECT redlock_acquire(?, ?)", (name, TTL_MS)).fetchone()[0]:
+            con.execute("SELECT redlock_extend(?, ?)", (name, TTL_MS)).fetchone()
+            con.execute("SELECT redlock_release(?)", (name,)).fetchone()
+            log.append(name)
+    return _user_loop(urls, step, 0.002)  # leaves the CPUs to the workers
 
 
 def companion_names(seconds):
@@ -324,6 +334,35 @@ def companion_names(seconds):
     with h.Cluster(5) as c:
         log = []
         res = _run(_urls(c), seconds, resource="cx:holder", faults=_companion_user(_urls(c), "cx", log))
+        return Outcome(res, "safe", len(log))
+
+
+def _counter_namer(urls, name, log):
+    """A hostile user: takes the lock `name` now and then, reads its
+    fencing number n, gives it back, then names the fencing counter
+    name:fence as a lock with n as its token, to release it and to re-time
+    it to 1 ms. Were either done, the next holder's number would start
+    again at 1."""
+    def step(con):
+        if con.execute("SELECT redlock_acquire(?, ?, 200)", (name, TTL_MS)).fetchone()[0]:
+            n = str(con.execute("SELECT redlock_fence(?)", (name,)).fetchone()[0])
+            con.execute("SELECT redlock_release(?)", (name,)).fetchone()
+            for sql in ("SELECT redlock_release(?, ?)", "SELECT redlock_extend(?, 1, ?)"):
+                try:
+                    con.execute(sql, (name + ":fence", n)).fetchone()
+                except sqlite3.OperationalError:
+                    pass  # refused: what a safe engine does
+            log.append(n)
+    return _user_loop(urls, step, 0.01)
+
+
+def fence_counter_named(seconds):
+    """The workers contend for cf with fencing numbers while a hostile user
+    names cf:fence as a lock with the counter's value as the token: the
+    numbers must stay in order."""
+    with h.Cluster(5) as c:
+        log = []
+        res = _run(_urls(c), seconds, resource="cf", faults=_counter_namer(_urls(c), "cf", log))
         return Outcome(res, "safe", len(log))
 
 
@@ -384,6 +423,7 @@ SCENARIOS = [
     ("clock jumps on a minority (limit)", clock_jumps_minority),
     ("clock jumps on a majority (limit)", clock_jumps_majority),
     ("another user of cx while workers contend for cx:holder", companion_names),
+    ("a user naming cf:fence as a lock with its value", fence_counter_named),
     ("NEGATIVE: quorum 1", negative_quorum_1),
     ("NEGATIVE: disjoint node sets", negative_disjoint_nodes),
     ("acquire_many: overlapping sets, clean", many_clean),
