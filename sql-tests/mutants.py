@@ -49,10 +49,11 @@ SHARED_MUTANT_SPAN = 3
 MANY_SCENARIOS = ["many_clean", "many_kills_and_pauses"]
 MANY_MUTANTS = {"fence-ignores-floor"}
 
-# The scenario (checker_matrix.py) the baseline and the companion-key mutant
-# run: workers on the name cx:holder while another user takes and releases cx.
-COMPANION_SCENARIOS = ["companion_names"]
-COMPANION_MUTANTS = {"companion-keys-touched"}
+# The scenarios (checker_matrix.py) the baseline and the companion-key
+# mutants run: workers on the name cx:holder while another user takes and
+# releases cx; workers on cf while a hostile user names cf:fence as a lock.
+COMPANION_SCENARIOS = ["companion_names", "fence_counter_named"]
+COMPANION_MUTANTS = {"companion-keys-touched", "counter-value-as-token"}
 
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
@@ -90,6 +91,9 @@ MUTANTS = {
          ("src/rl_scripts.h",
           "\"if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') \"",
           "\"if true then redis.call('del',KEYS[1] .. ':holder') \"")]),
+    "counter-value-as-token": (
+        "a token that is a number (a fencing counter's value) is taken, so x:fence can be released as a lock",
+        [("src/rl_lock.c", "if (is_integer_text(token, toklen))", "if (is_integer_text(token, 0))")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
