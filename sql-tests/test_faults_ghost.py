@@ -179,21 +179,26 @@ def test_ghost_set_with_later_calls_while_stalled_3n():
 
 
 @contextlib.contextmanager
-def _proxied_cluster():
-    """Three nodes, each behind a fault proxy, and a connection to them."""
+def _proxied_cluster(node1_url=None):
+    """Three nodes, each behind a fault proxy, and a connection to them
+    (node 1 by node1_url(its proxy) when given)."""
     with h.Cluster(3) as c:
         ps = [FaultProxy(n.host, n.port) for n in c]
         try:
-            yield c, ps, h.connect([p.url for p in ps], timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
+            urls = [node1_url(ps[0]) if node1_url else ps[0].url] + [p.url for p in ps[1:]]
+            yield c, ps, h.connect(urls, timeout_ms=5000, reconnect_min_ms=20, reconnect_max_ms=40)
         finally:
             for p in ps:
                 p.close()
 
 
-def _failed_attempt(c, ps, con, fault):
-    """A failed attempt on 'gr' whose SET ran on node 1, where fault(ps[0])
-    then strikes while the attempt is still open: the other nodes answer
-    late (their replies held up) and no, held by another client."""
+def _failed_attempt(c, ps, con, fault, on_node1=None):
+    """A failed attempt on 'gr' whose SET ran on node 1 (on_node1() says
+    whether our key is there; by default, in database 0), where
+    fault(ps[0]) then strikes while the attempt is still open: the other
+    nodes answer late (their replies held up) and no, held by another
+    client."""
+    on_node1 = on_node1 or (lambda: c[0].cmd("EXISTS", "gr") == 1)
     warm(con)
     for n in c[1:]:
         eq(n.cmd("SET", "gr", "their-token", "NX", "PX", str(TTL)), "OK", "another client holds gr")
@@ -202,8 +207,7 @@ def _failed_attempt(c, ps, con, fault):
     out = {}
     t = threading.Thread(target=lambda: out.update(tok=value(con, "SELECT redlock_acquire('gr', ?)", TTL)))
     t.start()
-    h.wait_until(lambda: c[0].cmd("EXISTS", "gr") == 1, GONE, interval=0.005,
-                 what="our SET to run on node 1")
+    h.wait_until(on_node1, GONE, interval=0.005, what="our SET to run on node 1")
     fault(ps[0])
     t.join(GONE)
     eq(out.get("tok", "no answer"), None, "the attempt fails: two nodes are held by another client")
@@ -254,11 +258,14 @@ def test_cleanup_lost_with_its_connection_is_sent_again_3n():
 
 def test_cleanup_kept_for_next_connection_keeps_after_an_update_3n():
     """A cleanup kept for a node's next connection still goes when the
-    node's row is updated without moving it (a new timeout_ms): it is the
-    same server and database."""
+    node's row is updated without moving it (a new timeout_ms), and when
+    such an update is undone (the statement failed on another row): it is
+    the same server and database."""
     with _proxied_cluster() as (c, ps, con):
         _failed_attempt(c, ps, con, _reset)
         eq(c[0].cmd("EXISTS", "gr"), 1, "our key on node 1 before its next connection")
+        h.redlock_error(con, "UPDATE redlock_nodes SET timeout_ms = CASE id WHEN 1 THEN 3000 ELSE -5 END",
+                        what="an UPDATE whose second row fails, so the statement is undone")
         con.execute("UPDATE redlock_nodes SET timeout_ms = 4000 WHERE id = 1")
         _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up after the UPDATE")
         _others_untouched(c)
@@ -292,6 +299,34 @@ def test_cleanup_after_a_break_in_the_fence_write_back_3n():
         _cleaned_up_on_node1(c, con, "our key on node 1 cleaned up over its next connection")
         eq(c[1].cmd("EXISTS", "gr"), 0, "our key on node 2 cleaned up")
         eq(c[2].get("gr"), "their-token", "the other client's key on node 3 untouched")
+
+
+def test_cleanup_kept_past_a_connection_on_the_wrong_database_3n():
+    """Node 1 is database 1 for user alice. After the reset, its next
+    connection cannot SELECT 1 (alice lost the right), so it runs on
+    database 0, where the cleanup finds nothing: that answer is not the
+    cleanup's, which stays owed and goes on the connection after, once
+    SELECT works again."""
+    def in_db1(node):
+        r = h.Resp(node.host, node.port)
+        try:
+            r.cmd("SELECT", "1")
+            return r.cmd("EXISTS", "gr") == 1
+        finally:
+            r.close()
+    with _proxied_cluster(lambda p: "redis://alice:Al1ce-pw@127.0.0.1:%d/1" % p.port) as (c, ps, con):
+        c[0].cmd("ACL", "SETUSER", "alice", "on", ">Al1ce-pw", "~*", "&*", "+@all")
+        _failed_attempt(c, ps, con, _reset, on_node1=lambda: in_db1(c[0]))
+        c[0].cmd("ACL", "SETUSER", "alice", "-select")
+        h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None
+                     and "SELECT 1" in _node_error(con, ps[0].port),
+                     GONE, interval=0.02, what="node 1's next connection, with SELECT refused")
+        check(in_db1(c[0]), "our key in node 1's database 1 after a connection on database 0")
+        c[0].cmd("ACL", "SETUSER", "alice", "+select")
+        _reset(ps[0])
+        h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and not in_db1(c[0]),
+                     GONE, interval=0.02, what="our key in node 1's database 1 cleaned up")
+        _others_untouched(c)
 
 
 def _answers_busy(node):

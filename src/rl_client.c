@@ -75,9 +75,15 @@ static void flush_stale(rl_client *c) {
     free(who); /* out of memory: the cleanups are dropped with their connections */
 }
 
+void rl_client_move_owed(rl_owed_list *to, rl_node *from) {
+    *to = from->owed;
+    for (int k = 0; k < to->n; k++) to->e[k].sent_on = 0; /* on none of the connections to come */
+    from->owed.n = 0;
+}
+
 void rl_client_forget_owed(rl_node *node) {
-    for (int i = 0; i < node->nowed; i++) rl_buf_free(&node->owed[i].cmd);
-    node->nowed = 0;
+    for (int i = 0; i < node->owed.n; i++) rl_buf_free(&node->owed.e[i].cmd);
+    node->owed.n = 0;
 }
 
 static void node_free(rl_node *node) {
@@ -238,20 +244,15 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_er
     rl_conn_close(node->sub);
     /* The cleanups it owes go to the same server and database still (a new
      * timeout, user or TLS setting), never to another one. */
-    rl_owed owed[RL_NODE_OWED_MAX];
-    int nowed = same_target(&node->ep, ep) ? node->nowed : 0;
-    uint32_t owed_ids = node->owed_ids;
-    if (nowed) memcpy(owed, node->owed, (size_t)nowed * sizeof owed[0]);
-    else rl_client_forget_owed(node);
+    rl_owed_list carry = {.n = 0};
+    if (same_target(&node->ep, ep)) rl_client_move_owed(&carry, node);
+    rl_client_forget_owed(node);
     rl_endpoint_clear(&node->ep);
     rl_tls_peer_clear(&node->tls);
     int64_t nid = node->id;
     memset(node, 0, sizeof *node);
     node->id = nid;
-    for (int k = 0; k < nowed; k++) owed[k].sent_on = 0; /* on no connection of the reset node yet */
-    memcpy(node->owed, owed, (size_t)nowed * sizeof owed[0]);
-    node->nowed = nowed;
-    node->owed_ids = owed_ids;
+    node->owed = carry;
     forget_duplicates_of(c, nid);
     node->cfg = ++c->cfg_count;
     node->ep = copy;
@@ -339,6 +340,10 @@ void rl_client_nodes_restore(rl_client *c, rl_node_list *list) {
         if (!keep) {
             keep = list->spare[k];
             list->spare[k] = NULL;
+            /* A rolled-back UPDATE that kept the server: its cleanups stay owed. */
+            for (int i = 0; i < n_now; i++)
+                if (now[i] && now[i]->id == keep->id && same_target(&now[i]->ep, &keep->ep))
+                    rl_client_move_owed(&keep->owed, now[i]);
         }
         list->slots[k] = keep;
     }

@@ -38,6 +38,14 @@ typedef struct rl_owed {
     int errors;        /* error answers so far: each doubles the wait, to 5 s */
 } rl_owed;
 
+/* A node's owed cleanups, oldest first; a value, so it can be carried
+ * across a reset of the node (same server, new settings). */
+typedef struct rl_owed_list {
+    rl_owed e[RL_NODE_OWED_MAX];
+    int n;
+    uint32_t last_id;  /* the last rl_owed.id given out */
+} rl_owed_list;
+
 typedef struct rl_node {
     int64_t id;
     rl_endpoint ep;
@@ -74,9 +82,7 @@ typedef struct rl_node {
     int evalsha_refused;    /* the current connection's user may not run EVALSHA */
     /* Cleanups the node owes an answer to, oldest first (rl_owed,
      * rl_node_owe_cleanup, rl_node_send_owed). */
-    rl_owed owed[RL_NODE_OWED_MAX];
-    int nowed;
-    uint32_t owed_ids;      /* the last rl_owed.id given out */
+    rl_owed_list owed;
     uint32_t conn_serial;   /* counts the node's connections: which one is node->conn */
 } rl_node;
 
@@ -238,6 +244,10 @@ int rl_client_node_count(rl_client *c);
 
 /* Frees the cleanups node owes (rl_node.owed). */
 void rl_client_forget_owed(rl_node *node);
+
+/* Moves the cleanups node `from` owes into *to (which holds none), to be
+ * sent on the next connection made; `from` then owes none. */
+void rl_client_move_owed(rl_owed_list *to, rl_node *from);
 
 /* In a child process after fork(): re-creates c->mu (it may have been copied
  * locked) and drops every inherited connection without sending a byte, so

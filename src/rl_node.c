@@ -130,31 +130,31 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
 }
 
 int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens) {
-    if (node->nowed >= RL_NODE_OWED_MAX) return -1;
-    rl_owed *o = &node->owed[node->nowed];
+    if (node->owed.n >= RL_NODE_OWED_MAX) return -1;
+    rl_owed *o = &node->owed.e[node->owed.n];
     memset(o, 0, sizeof *o);
     if (rl_buf_append_command(&o->cmd, argc, argv, lens) != 0) {
         rl_buf_free(&o->cmd);
         return -1;
     }
-    if (++node->owed_ids == 0) node->owed_ids = 1; /* 0 marks a command that is none */
-    o->id = node->owed_ids;
+    if (++node->owed.last_id == 0) node->owed.last_id = 1; /* 0 marks a command that is none */
+    o->id = node->owed.last_id;
     o->until_us = until_us;
-    node->nowed++;
+    node->owed.n++;
     return 0;
 }
 
 static void owed_remove(rl_node *node, int k) {
-    rl_buf_free(&node->owed[k].cmd);
-    memmove(&node->owed[k], &node->owed[k + 1], (size_t)(node->nowed - k - 1) * sizeof node->owed[0]);
-    node->nowed--;
+    rl_buf_free(&node->owed.e[k].cmd);
+    memmove(&node->owed.e[k], &node->owed.e[k + 1], (size_t)(node->owed.n - k - 1) * sizeof node->owed.e[0]);
+    node->owed.n--;
 }
 
 int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us) {
     int64_t now = rl_now_us();
     int rc = 0;
-    for (int k = 0; k < node->nowed; k++) {
-        rl_owed *o = &node->owed[k];
+    for (int k = 0; k < node->owed.n; k++) {
+        rl_owed *o = &node->owed.e[k];
         if (now >= o->until_us) { /* its key has expired: nothing left to clean */
             owed_remove(node, k--);
             continue;
@@ -170,9 +170,9 @@ int rl_node_send_owed(rl_node *node, rl_conn *conn, int64_t deadline_us) {
 }
 
 void rl_node_owed_answered(rl_node *node, uint32_t id, int failed) {
-    for (int k = 0; k < node->nowed; k++) {
-        if (node->owed[k].id != id) continue;
-        rl_owed *o = &node->owed[k];
+    for (int k = 0; k < node->owed.n; k++) {
+        if (node->owed.e[k].id != id) continue;
+        rl_owed *o = &node->owed.e[k];
         if (!failed) {
             owed_remove(node, k);
         } else { /* an error such as LOADING: sent again with a later command, after a wait */

@@ -122,7 +122,9 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
         /* Its command's token is no longer known: its text is withheld. */
         sec.withhold = tag->kind != RL_K_WRITEBACK;
         int state = rl_vote_classify(tag->kind, rep, &sec, &value, why, sizeof why);
-        if (tag->owed) rl_node_owed_answered(node, tag->owed, state == RL_V_FAIL);
+        /* After a failed AUTH or SELECT it ran as another user or on
+         * another database: it stays owed, for the next connection. */
+        if (tag->owed && !node->auth_failed) rl_node_owed_answered(node, tag->owed, state == RL_V_FAIL);
         if (tag->kind != RL_K_CLEANUP && tag->kind != RL_K_PING) { /* a vote that came after the decision */
             if (state == RL_V_YES) RL_COUNT(node->stats.yes);
             else if (state == RL_V_NO) RL_COUNT(node->stats.no);
@@ -237,7 +239,9 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             if (conn->count > 0) RL_COUNT(node->stats.errors); /* replies owed that will never come */
             char why[RL_ERR_REASON_MAX];
             snprintf(why, sizeof why, "%.*s", (int)sizeof why - 1, conn->err.msg);
-            rl_node_mark_down(c, node, why, 0);
+            /* Broken before it was connected: its command never reached the server. */
+            if (r && (conn->connecting || conn->handshaking)) r->votes[i].went_out = 0;
+            rl_node_mark_down(c, node, why, 0); /* closes conn */
             fail_pending(r, i, why, 0);
             continue;
         }
@@ -516,7 +520,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             continue;
         }
         /* One answered with an error (LOADING) goes again, ahead of this round's command. */
-        if (node->nowed) rl_node_send_owed(node, node->conn, deadline);
+        if (node->owed.n) rl_node_send_owed(node, node->conn, deadline);
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
