@@ -10,6 +10,7 @@ Run: /usr/bin/python3 sql-tests/run.py test_evalsha
 import sys
 
 import harness as h
+from faultproxy import FaultProxy
 from harness import eq, is_token, note, run_directly as _run_directly, timeout_env as env
 
 USER_PW = "Ev4l-Pa55-word"
@@ -78,6 +79,32 @@ def test_script_flush_between_calls_still_reaches_every_node_3n():
     calls = _calls(c.nodes[1])
     note("node 2 after a flush and a release: %r" % calls)
     eq(calls["evalsha"] >= 1 and calls["eval"] >= 1, True, "node 2 got the release by digest, then in full")
+
+
+def test_release_decided_before_a_late_noscript_still_runs_there_3n():
+    """The release is decided by nodes 1 and 2 while node 3, whose replies
+    are slow, still owes its answer; node 3 lost the script (SCRIPT FLUSH),
+    so that answer, late, is NOSCRIPT: the release never ran there. It is
+    sent again in full, so the key does not stay on node 3 for its TTL."""
+    with h.Cluster(3) as c:
+        p = FaultProxy(c[2].host, c[2].port)
+        try:
+            con = h.connect([c[0].url, c[1].url, p.url], timeout_ms=5000)
+            for i in range(2):  # every script cached on every node's connection
+                _cycle(con, "ln:%d" % i)
+                eq(h.value(con, "SELECT redlock_release(?)", "ln:%d" % i), 1, "release %d" % i)
+            h.settle(con)
+            tok = is_token(h.value(con, "SELECT redlock_acquire('ln', 60000)"), "token of ln")
+            h.settle(con)
+            eq([n.get("ln") for n in c], [tok] * 3, "the lock on every node")
+            c[2].cmd("SCRIPT", "FLUSH")
+            p.delay_replies(300)
+            eq(h.value(con, "SELECT redlock_release('ln')"), 1, "release, decided by nodes 1 and 2")
+            eq([c[0].get("ln"), c[1].get("ln")], [None, None], "the key on nodes 1 and 2")
+            h.wait_until(lambda: h.value(con, "SELECT redlock_ping()") is not None and c[2].get("ln") is None,
+                         10, interval=0.05, what="the key on node 3, after its late NOSCRIPT")
+        finally:
+            p.close()
 
 
 def test_script_flush_on_the_only_node_is_not_an_error_1n():

@@ -84,6 +84,8 @@ void rl_client_move_owed(rl_owed_list *to, rl_node *from) {
 void rl_client_forget_owed(rl_node *node) {
     for (int i = 0; i < node->owed.n; i++) rl_buf_free(&node->owed.e[i].cmd);
     node->owed.n = 0;
+    rl_buf_free(&node->release_args);
+    node->release_op = 0;
 }
 
 static void node_free(rl_node *node) {

@@ -84,6 +84,13 @@ typedef struct rl_node {
      * rl_node_owe_cleanup, rl_node_send_owed). */
     rl_owed_list owed;
     uint32_t conn_serial;   /* counts the node's connections: which one is node->conn */
+    /* The last release decided while this node still owed its answer to
+     * an EVALSHA: its op (0: none) and its arguments but the script, each
+     * a size_t length then the bytes (owned), so that a late NOSCRIPT,
+     * which means it never ran here, is answered by sending it in full. */
+    uint64_t release_op;
+    int release_argc;
+    rl_buf release_args;
 } rl_node;
 
 typedef struct rl_settings {
@@ -242,7 +249,8 @@ int rl_client_node_stats(rl_client *c, int i, int64_t *id, rl_node_stats *out, c
 /* Number of nodes (takes c->mu). */
 int rl_client_node_count(rl_client *c);
 
-/* Frees the cleanups node owes (rl_node.owed). */
+/* Frees the cleanups node owes (rl_node.owed) and its last release kept
+ * for a late NOSCRIPT. */
 void rl_client_forget_owed(rl_node *node);
 
 /* Moves the cleanups node `from` owes into *to (which holds none), to be

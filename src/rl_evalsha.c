@@ -41,6 +41,11 @@ int rl_evalsha_index(const char *s, size_t len) {
     return -1;
 }
 
+const char *rl_evalsha_script(int i, size_t *len) {
+    *len = scripts[i].len;
+    return scripts[i].text;
+}
+
 const char *rl_evalsha_digest(int i) {
     pthread_once(&once, compute);
     return i >= 0 && i < RL_EVALSHA_SCRIPTS && digests[i][0] ? digests[i] : NULL;

@@ -24,6 +24,9 @@
  * sent by digest, or -1. */
 int rl_evalsha_index(const char *s, size_t len);
 
+/* The text of script i (its length in *len). */
+const char *rl_evalsha_script(int i, size_t *len);
+
 /* The 40 hex digits of script i's SHA1, or NULL when it could not be
  * computed (then the script always goes in full). */
 const char *rl_evalsha_digest(int i);

@@ -78,6 +78,46 @@ static int keeps_reason(const rl_client *c, const rl_node *node) {
     return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
 }
 
+/* Keeps r's release (all of it but the script) for node, which still owes
+ * its answer to the EVALSHA: see rl_node.release_op. */
+static void keep_release(rl_node *node, const rl_round *r) {
+    rl_buf *b = &node->release_args;
+    b->len = b->off = 0;
+    node->release_op = 0;
+    for (int a = 0; a < r->argc; a++) {
+        if (a == 1) continue;
+        if (rl_buf_append(b, (const char *)&r->lens[a], sizeof r->lens[a]) != 0 ||
+            rl_buf_append(b, r->argv[a], r->lens[a]) != 0)
+            return; /* without memory, a late NOSCRIPT leaves the key to its TTL */
+    }
+    node->release_op = r->op;
+    node->release_argc = r->argc;
+}
+
+/* A release decided without node i, whose EVALSHA answered NOSCRIPT late
+ * (it never ran there): sent again in full, kept until answered (as an
+ * owed cleanup), so the key does not stay there for its TTL. */
+static void release_in_full(rl_client *c, int i, const rl_tag *tag) {
+    rl_node *node = c->nodes[i];
+    if (node->release_op != tag->op || !node->conn || node->conn->broken) return;
+    node->release_op = 0;
+    const char *argv[RL_DIGEST_ARGS_MAX];
+    size_t lens[RL_DIGEST_ARGS_MAX];
+    const char *p = node->release_args.data;
+    for (int a = 0; a < node->release_argc; a++) {
+        if (a == 1) {
+            argv[a] = rl_evalsha_script(tag->script - 1, &lens[a]);
+            continue;
+        }
+        memcpy(&lens[a], p, sizeof lens[a]);
+        argv[a] = p + sizeof lens[a];
+        p += sizeof lens[a] + lens[a];
+    }
+    int64_t now = rl_now_us();
+    if (rl_node_owe_cleanup(node, now + c->max_ttl_ms * 1000, node->release_argc, argv, lens) == 0)
+        rl_node_send_owed(node, node->conn, now + rl_client_timeout_us(c, node));
+}
+
 /* What an answer to a script that may go by digest says of node i's script
  * cache. Returns 1 when the answer is not the command's: an EVALSHA of this
  * round that did not run, sent again in full, whose vote waits for that. */
@@ -93,7 +133,11 @@ static int digest_answer(rl_client *c, rl_round *r, uint64_t op, int i, const rl
     int why = rl_evalsha_not_run(rep->str, rep->len);
     if (why == RL_EVALSHA_RAN) return 0; /* the script's own error: a vote like any */
     if (why == RL_EVALSHA_REFUSED) node->evalsha_refused = 1;
-    if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING || !node->conn || node->conn->broken) return 0;
+    if (!r || tag->op != op || r->votes[i].state != RL_V_PENDING) {
+        if (tag->kind == RL_K_RELEASE) release_in_full(c, i, tag);
+        return 0;
+    }
+    if (!node->conn || node->conn->broken) return 0;
     /* The first send's deadline still holds: a node answering NOSCRIPT
      * late must not cost the call a second timeout. */
     rl_tag again = *tag;
@@ -544,10 +588,14 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, why);
         } else {
             v->went_out = 1;
+            v->by_digest = tag.by_digest;
         }
     }
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
     r->end_us = rl_now_us();
+    if (r->kind == RL_K_RELEASE && script >= 0)
+        for (int i = 0; i < c->n; i++)
+            if (r->votes[i].state == RL_V_PENDING && r->votes[i].by_digest) keep_release(c->nodes[i], r);
     /* A long command (acquire_many's) leaves no large scratch behind. */
     for (int d = 0; d < 2; d++)
         if (c->round_cmd[d].cap > RL_ROUND_CMD_KEEP) rl_buf_free(&c->round_cmd[d]);

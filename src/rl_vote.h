@@ -25,6 +25,7 @@ typedef struct rl_vote {
     int timed_out;     /* FAIL because the node did not answer in time */
     int went_out;      /* its command was handed to the node's connection: it
                           may have run, whatever became of the connection */
+    int by_digest;     /* its command went as EVALSHA */
     long long value;   /* the fence number of a fenced acquire; the PTTL of a check */
     char why[RL_ERR_REASON_MAX]; /* reason of a NO or FAIL */
     /* A FAIL because the node is down and was not asked: 1 + the ms to its
