@@ -50,20 +50,9 @@ static const char *arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *
     return NULL;
 }
 
-/* A REAL that holds a whole number within int64 range (some hosts, such as
- * Node's better-sqlite3, bind every number as REAL): 1 with *out set. */
-static int whole_real(sqlite3_value *v, int64_t *out) {
-    double d = sqlite3_value_double(v);
-    if (sqlite3_value_type(v) != SQLITE_FLOAT || !(d >= -9.0e18 && d <= 9.0e18) || (double)(int64_t)d != d) return 0;
-    *out = (int64_t)d;
-    return 1;
-}
-
-/* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
-static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
-    int64_t n = sqlite3_value_int64(v);
-    int whole = sqlite3_value_type(v) == SQLITE_INTEGER || whole_real(v, &n);
-    if (!whole || n < lo || n > hi) {
+int redlock_arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    int64_t n = 0;
+    if (!redlock_value_whole(v, &n) || n < lo || n > hi) {
         redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
                              (long long)hi);
         return -1;
@@ -120,8 +109,8 @@ static void acquire_common(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     size_t reslen;
     int64_t ttl, wait = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen);
-    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
-    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    if (!res || redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && redlock_arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
     char token[RL_TOKEN_LEN + 1];
     rl_outcome o;
     rl_status st = rl_session_acquire(redlock_state_of(ctx)->session, res, reslen, ttl, wait, token, &o);
@@ -159,13 +148,10 @@ static void fn_acquire_shared(sqlite3_context *ctx, int argc, sqlite3_value **ar
     size_t reslen;
     int64_t ttl, wait = 0, max_holders = 0;
     const char *res = arg_resource(ctx, argv[0], &reslen);
-    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
-    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    if (!res || redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && redlock_arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
     if (argc > 3 && sqlite3_value_type(argv[3]) != SQLITE_NULL) {
-        /* a whole number, also as a REAL without a fraction (as arg_ms) */
-        int whole = sqlite3_value_type(argv[3]) == SQLITE_INTEGER || whole_real(argv[3], &max_holders);
-        if (sqlite3_value_type(argv[3]) == SQLITE_INTEGER) max_holders = sqlite3_value_int64(argv[3]);
-        if (!whole || max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS) {
+        if (!redlock_value_whole(argv[3], &max_holders) || max_holders < 0 || max_holders > RL_SHARED_MAX_HOLDERS) {
             redlock_result_error(ctx, "max_holders must be a whole number from 1 to %d, or 0 or NULL for no limit",
                                  RL_SHARED_MAX_HOLDERS);
             return;
@@ -199,7 +185,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     size_t reslen, toklen = 0;
     int64_t ttl;
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
-    if (!res || arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (!res || redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
     if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
     int not_held;
     rl_outcome o;
@@ -241,8 +227,8 @@ static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
 static int fewer_votes(rl_client *c, const char *name, sqlite3_value *v) {
     rl_setting_value old;
     rl_error err;
-    int64_t want = sqlite3_value_int64(v);
-    if (strcmp(name, "unsafe_test_quorum") != 0 || (sqlite3_value_type(v) != SQLITE_INTEGER && !whole_real(v, &want)) ||
+    int64_t want = 0;
+    if (strcmp(name, "unsafe_test_quorum") != 0 || !redlock_value_whole(v, &want) ||
         rl_setting_get(c, name, &old, &err) != 0)
         return 0;
     int64_t majority = rl_client_node_count(c) / 2 + 1;
@@ -279,8 +265,7 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     if (argc > 1) {
         int t = sqlite3_value_type(argv[1]);
-        if (type == RL_SETTING_INT && t == SQLITE_INTEGER) v.i = sqlite3_value_int64(argv[1]);
-        else if (type == RL_SETTING_INT && whole_real(argv[1], &v.i)) {}
+        if (type == RL_SETTING_INT && redlock_value_whole(argv[1], &v.i)) {}
         else if (type == RL_SETTING_REAL && (t == SQLITE_INTEGER || t == SQLITE_FLOAT)) v.r = sqlite3_value_double(argv[1]);
         else if (type == RL_SETTING_TEXT && t == SQLITE_TEXT) v.text = (char *)sqlite3_value_text(argv[1]);
         else {

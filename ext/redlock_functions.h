@@ -15,6 +15,10 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st);
 const char *redlock_arg_resource(sqlite3_context *ctx, sqlite3_value *v, size_t *len);
 const char *redlock_arg_token(sqlite3_context *ctx, sqlite3_value *v, size_t *len);
 
+/* Reads a whole number of milliseconds in [lo, hi] (an INTEGER or a whole
+ * REAL) into *out; -1 with an error set on ctx otherwise. */
+int redlock_arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out);
+
 /* NULL for a refusal, an error for anything else ("could not <what> ..."). */
 void redlock_result_failure(sqlite3_context *ctx, const char *what, const char *res, const rl_outcome *o);
 

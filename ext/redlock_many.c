@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock_functions.h"
 #include "redlock_guard.h"
 #include "redlock_txn.h"
 
@@ -244,17 +245,6 @@ fail:
     return -1;
 }
 
-/* Reads a whole number of milliseconds in [lo, hi]; -1 (error set) otherwise. */
-static int arg_ms(sqlite3_context *ctx, sqlite3_value *v, const char *name, int64_t lo, int64_t hi, int64_t *out) {
-    if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < lo || sqlite3_value_int64(v) > hi) {
-        redlock_result_error(ctx, "%s must be a whole number of milliseconds from %lld to %lld", name, (long long)lo,
-                             (long long)hi);
-        return -1;
-    }
-    *out = sqlite3_value_int64(v);
-    return 0;
-}
-
 /* A failed outcome as the SQL result: NULL for a refusal, an error otherwise. */
 static void result_failure(sqlite3_context *ctx, const char *what, int n, const rl_outcome *o) {
     switch (o->status) {
@@ -279,8 +269,8 @@ static void result_failure(sqlite3_context *ctx, const char *what, int n, const 
 static void fn_acquire_many(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!redlock_guard_allows(ctx, REDLOCK_G_ACQUIRE_MANY, argc, argv)) return;
     int64_t ttl, wait = 0;
-    if (arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
-    if (argc > 2 && arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
+    if (redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
+    if (argc > 2 && redlock_arg_ms(ctx, argv[2], "wait_ms", 0, RL_WAIT_MAX_MS, &wait) != 0) return;
     names nm;
     if (read_names(ctx, argv[0], &nm) != 0) return;
     char token[RL_TOKEN_LEN + 1];

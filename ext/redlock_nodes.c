@@ -167,10 +167,24 @@ static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     if (!u) return SQLITE_NOMEM;
     if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(uv), ep, &err) != 0)
         return err.kind == RL_ERR_NOMEM ? SQLITE_NOMEM : redlock_vtab_error(vt, "%s", err.msg);
+    /* The url reads back with its password masked: an UPDATE that writes it
+     * back (edited or not) keeps the node's password. */
+    if (old && old->password && ep->password && strcmp(ep->password, MASK) == 0) {
+        char *keep = strdup(old->password);
+        if (!keep) return SQLITE_NOMEM;
+        free(ep->password);
+        ep->password = keep;
+    }
     if (tls_given && sqlite3_value_int64(cols[COL_TLS]) != ep->tls)
         return redlock_vtab_error(vt, "tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
-    if (sqlite3_value_type(cols[COL_TIMEOUT]) == SQLITE_INTEGER && (!old || !sqlite3_value_nochange(cols[COL_TIMEOUT])))
-        ep->timeout_ms = (int)sqlite3_value_int64(cols[COL_TIMEOUT]);
+    sqlite3_value *tv = cols[COL_TIMEOUT];
+    int64_t t = 0;
+    if (sqlite3_value_type(tv) != SQLITE_NULL && (!old || !sqlite3_value_nochange(tv))) {
+        if (!redlock_value_whole(tv, &t) || t < 1 || t > RL_TIMEOUT_MAX_MS)
+            return redlock_vtab_error(vt, "timeout_ms must be a whole number from 1 to %d, or NULL for the url's own",
+                                      RL_TIMEOUT_MAX_MS);
+        ep->timeout_ms = (int)t;
+    }
     return SQLITE_OK;
 }
 
@@ -199,11 +213,11 @@ static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endp
             *ints[i].dst = ints[i].dflt;
             continue;
         }
-        if (sqlite3_value_type(v) != SQLITE_INTEGER || sqlite3_value_int64(v) < ints[i].lo ||
-            sqlite3_value_int64(v) > ints[i].hi)
+        int64_t n = 0;
+        if (!redlock_value_whole(v, &n) || n < ints[i].lo || n > ints[i].hi)
             return redlock_vtab_error(vt, "%s must be a whole number from %d to %d%s", ints[i].name, ints[i].lo,
                                       ints[i].hi, ints[i].tail);
-        *ints[i].dst = (int)sqlite3_value_int64(v);
+        *ints[i].dst = (int)n;
     }
     if ((rc = copy_text(vt, cols[COL_USERNAME], "username", &ep->username)) != SQLITE_OK) return rc;
     if (ep->username && !ep->username[0]) {
@@ -237,7 +251,8 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     /* tls: 0 or 1; NULL on INSERT is 0 (or what the url says). */
     sqlite3_value *tv = cols[COL_TLS];
     int tls_given = given(tv);
-    if (tls_given && (sqlite3_value_type(tv) != SQLITE_INTEGER || (sqlite3_value_int64(tv) != 0 && sqlite3_value_int64(tv) != 1)))
+    int64_t tls = 0;
+    if (tls_given && (!redlock_value_whole(tv, &tls) || (tls != 0 && tls != 1)))
         return redlock_vtab_error(vt, "tls must be 0 (plain TCP) or 1 (TLS)");
     int rc = given(cols[COL_URL]) ? url_endpoint(vt, cols, old, tls_given, ep)
                                   : column_endpoint(vt, cols, old, tls_given, ep);
@@ -315,9 +330,8 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
         int64_t id = 0;
         sqlite3_value *idv = sqlite3_value_type(argv[1]) != SQLITE_NULL ? argv[1] : cols[COL_ID];
         if (sqlite3_value_type(idv) != SQLITE_NULL) {
-            if (sqlite3_value_type(idv) != SQLITE_INTEGER || sqlite3_value_int64(idv) < 1)
+            if (!redlock_value_whole(idv, &id) || id < 1)
                 return redlock_vtab_error(vt, "id must be a positive whole number or NULL");
-            id = sqlite3_value_int64(idv);
         }
         rl_endpoint ep;
         int rc = row_endpoint(vt, cols, NULL, &ep);
@@ -329,10 +343,9 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
         return SQLITE_OK;
     }
     /* UPDATE */
-    int64_t id = sqlite3_value_int64(argv[0]);
+    int64_t id = sqlite3_value_int64(argv[0]), new_id = 0;
     if (sqlite3_value_int64(argv[1]) != id ||
-        (!sqlite3_value_nochange(cols[COL_ID]) && (sqlite3_value_type(cols[COL_ID]) != SQLITE_INTEGER ||
-                                                   sqlite3_value_int64(cols[COL_ID]) != id)))
+        (!sqlite3_value_nochange(cols[COL_ID]) && (!redlock_value_whole(cols[COL_ID], &new_id) || new_id != id)))
         return redlock_vtab_error(vt, "a node's id cannot be changed; DELETE the row and INSERT a new one");
     rl_endpoint old, ep;
     if (find_node(cl, id, &old) != 0) return redlock_vtab_error(vt, "the node was removed");

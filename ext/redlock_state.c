@@ -59,6 +59,17 @@ int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) {
     return SQLITE_ERROR;
 }
 
+int redlock_value_whole(sqlite3_value *v, int64_t *out) {
+    if (sqlite3_value_type(v) == SQLITE_INTEGER) {
+        *out = sqlite3_value_int64(v);
+        return 1;
+    }
+    double d = sqlite3_value_double(v);
+    if (sqlite3_value_type(v) != SQLITE_FLOAT || !(d >= -9.0e18 && d <= 9.0e18) || (double)(int64_t)d != d) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+
 redlock_state *redlock_state_of(sqlite3_context *ctx) {
     redlock_state *st = sqlite3_user_data(ctx);
     rl_session_check_fork(st->session);

@@ -41,4 +41,9 @@ void redlock_result_error(sqlite3_context *ctx, const char *fmt, ...) __attribut
  * way, and returns SQLITE_ERROR (for xUpdate, xBegin, ...). */
 int redlock_vtab_error(sqlite3_vtab *vt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Whether v is a whole number: an INTEGER, or a REAL without a fraction
+ * within the int64 range (some hosts, such as Node's better-sqlite3, bind
+ * every number as REAL); 1 with *out set. */
+int redlock_value_whole(sqlite3_value *v, int64_t *out);
+
 #endif

@@ -196,6 +196,19 @@ def test_update_keeps_the_password():
     no_secret_in_table(con)
 
 
+def test_url_written_back_keeps_the_password():
+    """The url column reads back with the password masked; an UPDATE that
+    writes it back edited (a parameter added) keeps the real password
+    instead of sending the mask to AUTH."""
+    n = pw_node()
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", (url(n, password=PW),))
+    con.execute("UPDATE redlock_nodes SET url = url || '?timeout_ms=2000'")
+    eq(node_rows(con)[0]["timeout_ms"], 2000, "the url's new parameter")
+    is_token(value(con, "SELECT redlock_acquire('auth-u', 10000)"), "acquire after the url was written back")
+    no_secret_in_table(con)
+
+
 # --------------------------------------------------------------------------
 # wrong or missing credentials
 # --------------------------------------------------------------------------

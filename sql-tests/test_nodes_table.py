@@ -245,3 +245,25 @@ def test_username_and_db():
         check(not isinstance(res, str), "acquire with a wrong password returned a token")
     finally:
         node.terminate()
+
+
+def test_whole_numbers_as_reals():
+    """Node's better-sqlite3 binds every number as REAL: a REAL without a
+    fraction is as good as an INTEGER for every column and argument, and a
+    timeout_ms beside a url is range-checked like any other."""
+    c = h.shared_cluster(1)
+    n = c.nodes[0]
+    con = h.connect([])
+    con.execute("INSERT INTO redlock_nodes(id, host, port, db, timeout_ms, tls) VALUES (?, ?, ?, ?, ?, ?)",
+                (7.0, n.host, float(n.port), 0.0, 2000.0, 0.0))
+    eq([(r["id"], r["port"], r["timeout_ms"]) for r in node_rows(con)], [(7, n.port, 2000)], "the row")
+    con.execute("UPDATE redlock_nodes SET timeout_ms = ? WHERE id = ?", (3000.0, 7.0))
+    is_token(value(con, "SELECT redlock_acquire_many(?, ?, ?)", '["wr:a", "wr:b"]', 10000.0, 0.0), "acquire_many")
+    eq(value(con, "SELECT redlock_release_many(?)", '["wr:a", "wr:b"]'), 2, "release_many")
+    redlock_error(con, "INSERT INTO redlock_nodes(url, timeout_ms) VALUES (?, ?)", n.url, 4294967396,
+                  contains=("timeout_ms must be a whole number",))
+    redlock_error(con, "INSERT INTO redlock_nodes(url, timeout_ms) VALUES (?, ?)", n.url, 2.5,
+                  contains=("timeout_ms must be a whole number",))
+    redlock_error(con, "INSERT INTO redlock_nodes(host, port) VALUES (?, ?)", n.host, 6379.5,
+                  contains=("port must be a whole number",))
+    eq(count(con), 1, "rows after the refused INSERTs")
