@@ -313,9 +313,12 @@ int rl_conn_next_reply(rl_conn *c, rl_tag *tag, rl_reply **reply) {
     if (rl_resp_next_reply(c->reader, &c->in, &r) != REDIS_OK) {
         if (c->broken) return -1;
         c->broken = 1;
-        if (rl_reader_too_big(c->reader))
+        int too_big = rl_reader_too_big(c->reader);
+        if (too_big == RL_REPLY_TOO_MANY)
             return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: a reply with more than %d elements",
                                 RL_REPLY_MAX_ELEMENTS);
+        if (too_big == RL_REPLY_TOO_LONG)
+            return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: a reply larger than 16 MiB");
         if (c->reader->err == REDIS_ERR_OOM) return rl_error_set(&c->err, RL_ERR_NOMEM, "out of memory");
         return rl_error_set(&c->err, RL_ERR_PROTOCOL, "protocol error: %.100s", c->reader->errstr);
     }

@@ -85,7 +85,27 @@ static void *attach(const redisReadTask *task, rl_reply *r) {
     return r;
 }
 
+/* Per reader (its privdata, handed to every task): what the reply being
+ * parsed holds so far. hiredis drops the bytes it has parsed, even within
+ * a reply, so the bytes still to parse (RL_REPLY_MAX_BYTES in rl_conn.c)
+ * do not bound a reply of many long strings: their copies are counted
+ * here. */
+typedef struct reader_state {
+    size_t elements;
+    size_t bytes;
+    int too_big; /* RL_REPLY_TOO_MANY or RL_REPLY_TOO_LONG */
+} reader_state;
+
 static void *create_string(const redisReadTask *task, char *str, size_t len) {
+    reader_state *st = task->privdata;
+    if (st) {
+        if (!task->parent) st->bytes = 0; /* a new reply */
+        if (len > RL_REPLY_MAX_BYTES - st->bytes) {
+            st->too_big = RL_REPLY_TOO_LONG;
+            return NULL; /* the reader fails; the connection is dropped */
+        }
+        st->bytes += len;
+    }
     rl_reply *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->str = malloc(len + 1);
@@ -100,20 +120,13 @@ static void *create_string(const redisReadTask *task, char *str, size_t len) {
     return attach(task, r);
 }
 
-/* Per reader (its privdata, handed to every task): elements of the reply
- * being parsed so far. */
-typedef struct reader_state {
-    size_t elements;
-    int too_big;
-} reader_state;
-
 static void *create_array(const redisReadTask *task, int elements) {
     reader_state *st = task->privdata;
     size_t n = elements > 0 ? (size_t)elements : 0;
     if (st) {
-        if (!task->parent) st->elements = 0; /* a new reply */
+        if (!task->parent) st->elements = st->bytes = 0; /* a new reply */
         if (n > RL_REPLY_MAX_ELEMENTS - st->elements) {
-            st->too_big = 1;
+            st->too_big = RL_REPLY_TOO_MANY;
             return NULL; /* the reader fails; the connection is dropped */
         }
         st->elements += n;
@@ -234,5 +247,5 @@ int rl_resp_next_reply(redisReader *r, rl_buf *pending, rl_reply **reply) {
 
 int rl_reader_too_big(const redisReader *r) {
     const reader_state *st = r ? r->privdata : NULL;
-    return st && st->too_big;
+    return st ? st->too_big : 0;
 }

@@ -51,10 +51,11 @@ typedef struct rl_reply {
  * limit; they keep a broken or hostile server from making us allocate
  * gigabytes ("*2000000000\r\n" is 13 bytes). */
 #define RL_REPLY_MAX_ELEMENTS 65536          /* array elements in one reply, nested included */
-#define RL_REPLY_MAX_BYTES (16 * 1024 * 1024) /* bytes received but not yet parsed */
+#define RL_REPLY_MAX_BYTES (16 * 1024 * 1024) /* bytes received but not yet parsed, and the
+                                                 strings of one reply together */
 
 /* A reader whose replies are rl_reply objects, limited to
- * RL_REPLY_MAX_ELEMENTS; free with rl_reader_free. Returns NULL on OOM. */
+ * RL_REPLY_MAX_ELEMENTS and RL_REPLY_MAX_BYTES; free with rl_reader_free. Returns NULL on OOM. */
 redisReader *rl_reader_new(void);
 
 /* Frees a reader from rl_reader_new (NULL is fine). */
@@ -68,7 +69,9 @@ void rl_reader_free(redisReader *r);
  * its task stack: most replies are one. */
 int rl_resp_next_reply(redisReader *r, rl_buf *pending, rl_reply **reply);
 
-/* 1 when the reader failed because a reply had too many elements. */
+/* Why the reader failed on a reply too big: RL_REPLY_TOO_MANY elements,
+ * RL_REPLY_TOO_LONG strings together; 0 when it did not. */
+enum { RL_REPLY_TOO_MANY = 1, RL_REPLY_TOO_LONG };
 int rl_reader_too_big(const redisReader *r);
 
 /* Frees a reply and its elements (NULL is fine). */

@@ -221,6 +221,49 @@ static void test_resp_read(void) {
     }
 }
 
+/* Feeds "*<n>\r\n" and n strings of len bytes, one at a time (so the
+ * bytes still to parse never pass one string); returns what the last
+ * rl_resp_next_reply said: 1 a reply, 0 none yet, -1 the reader failed. */
+static int feed_long_strings(redisReader *r, int n, size_t len) {
+    char head[64];
+    rl_buf pending = {0};
+    rl_reply *out = NULL;
+    int got = 0;
+    snprintf(head, sizeof head, "*%d\r\n", n);
+    if (rl_buf_append(&pending, head, strlen(head)) != 0) return -2;
+    char *body = malloc(len);
+    if (!body) return -2;
+    memset(body, 'x', len);
+    for (int k = 0; k < n && got == 0; k++) {
+        snprintf(head, sizeof head, "$%zu\r\n", len);
+        if (rl_buf_append(&pending, head, strlen(head)) != 0 || rl_buf_append(&pending, body, len) != 0 ||
+            rl_buf_append(&pending, "\r\n", 2) != 0) {
+            got = -2;
+            break;
+        }
+        int rc = rl_resp_next_reply(r, &pending, &out);
+        got = rc != REDIS_OK ? -1 : out ? 1 : 0;
+    }
+    free(body);
+    rl_buf_free(&pending);
+    rl_reply_free(out);
+    return got;
+}
+
+/* hiredis drops what it parsed even inside a reply, so a reply of many
+ * long strings never has many bytes waiting: the strings' copies must be
+ * what is bounded (RL_REPLY_MAX_BYTES together). */
+static void test_resp_reply_bytes_bounded(void) {
+    const size_t six_mib = 6u << 20;
+    redisReader *r = rl_reader_new();
+    expect(r && feed_long_strings(r, 2, six_mib) == 1, "resp_bytes", "two strings of 6 MiB: one reply");
+    rl_reader_free(r);
+    r = rl_reader_new();
+    expect(r && feed_long_strings(r, 3, six_mib) == -1, "resp_bytes", "three strings of 6 MiB: refused");
+    expect(r && rl_reader_too_big(r) == RL_REPLY_TOO_LONG, "resp_bytes", "reported as too long");
+    rl_reader_free(r);
+}
+
 /* Reads every reply of bytes fed in chunks of chunk bytes with
  * rl_resp_next_reply (quick) or hiredis alone, described into out. */
 static void replies_of(const char *bytes, size_t n, size_t chunk, int quick, char *out, size_t outlen) {
@@ -688,6 +731,7 @@ int main(void) {
     test_resp_format();
     test_resp_decimal();
     test_resp_read();
+    test_resp_reply_bytes_bounded();
     test_resp_quick_matches_hiredis();
     test_vote_classify();
     test_vote_items();
