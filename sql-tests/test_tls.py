@@ -146,6 +146,19 @@ def test_verify_off_is_insecure_but_connects():
     redlock_error(con3, "SELECT redlock_acquire('nv2', 1000)", contains=("IP address mismatch",))
 
 
+
+def test_verify_turned_on_drops_unverified_connections():
+    """A connection made with tls_verify 0 must not keep voting once
+    tls_verify is turned on: every TLS connection made under the old
+    setting is closed, and the next call connects anew and is refused."""
+    w = h.TlsRedisNode(cert="wrong")
+    con = h.connect(w.url, tls_verify=0)
+    is_token(value(con, "SELECT redlock_acquire('vo', 1000)"), "acquire with tls_verify 0")
+    eq(value(con, "SELECT redlock_release('vo')"), 1, "release")
+    value(con, "SELECT redlock_config('tls_verify', 1)")
+    redlock_error(con, "SELECT redlock_acquire('vo2', 1000)", contains=("IP address mismatch",))
+    no_key([w], "vo2", "no lock taken over a connection made without verification")
+
 # ---- client certificates ------------------------------------------------------
 
 def test_client_certificate():

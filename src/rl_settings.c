@@ -130,8 +130,12 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
         copy = NULL;
     }
     /* Contexts are rebuilt from the new value (and files read again) on
-     * each TLS node's next connection. */
-    if (is_tls && rc == 0) c->tls_gen++;
+     * each TLS node's next connection, which comes at once: the ones made
+     * under the old value are closed. */
+    if (is_tls && rc == 0) {
+        c->tls_gen++;
+        rl_client_drop_tls_connections(c);
+    }
     pthread_mutex_unlock(&c->mu);
     free(copy);
     return rc;
