@@ -85,50 +85,6 @@ static void set_api(const sqlite3_api_routines *api) {
 #endif
 }
 
-/* Whether the extension is loaded on db already: a second load would
- * replace its state, giving back every lock the connection holds and
- * forgetting the nodes it was given. */
-static int loaded_already(sqlite3 *db) {
-    sqlite3_stmt *st = NULL;
-    int found = sqlite3_prepare_v2(db, "SELECT redlock_version()", -1, &st, NULL) == SQLITE_OK;
-    sqlite3_finalize(st);
-    return found;
-}
-
-/* A table or view of the database files named like one of the extension's
- * tables hides it: SQLite finds a schema's own objects first, so writes
- * to redlock_nodes would go into the file (passwords too) and reads would
- * show what the file says. Returns SQLITE_OK, or an error with *pzErrMsg
- * naming the object. A database attached later is not seen here. */
-static int check_shadowed(sqlite3 *db, char **pzErrMsg) {
-    sqlite3_stmt *dbs = NULL;
-    if (sqlite3_prepare_v2(db, "PRAGMA database_list", -1, &dbs, NULL) != SQLITE_OK) {
-        sqlite3_finalize(dbs);
-        return SQLITE_OK; /* nothing readable to look at; the file's own statements fail likewise */
-    }
-    int rc = SQLITE_OK;
-    while (rc == SQLITE_OK && sqlite3_step(dbs) == SQLITE_ROW) {
-        const char *zdb = (const char *)sqlite3_column_text(dbs, 1);
-        char *sql = zdb ? sqlite3_mprintf("SELECT type, name FROM \"%w\".sqlite_master WHERE type IN ('table', 'view') "
-                                          "AND name COLLATE NOCASE IN ('redlock_nodes', 'redlock_locks', "
-                                          "'redlock_stats', 'redlock_lock_stats') LIMIT 1", zdb)
-                        : NULL;
-        sqlite3_stmt *st = NULL;
-        if (sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-            *pzErrMsg = sqlite3_mprintf("redlock: database '%s' has a %s named %s, which would hide the extension's "
-                                        "table of that name; rename it (ALTER TABLE ... RENAME TO ...) or drop it, "
-                                        "then load the extension",
-                                        zdb, (const char *)sqlite3_column_text(st, 0),
-                                        (const char *)sqlite3_column_text(st, 1));
-            rc = SQLITE_ERROR;
-        }
-        sqlite3_finalize(st);
-        sqlite3_free(sql);
-    }
-    sqlite3_finalize(dbs);
-    return rc;
-}
-
 /* The entry point SQLite looks for when loading "redlock". */
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi);
@@ -136,12 +92,9 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
 __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, char **pzErrMsg,
                                                                 const sqlite3_api_routines *pApi) {
     set_api(pApi);
-    if (loaded_already(db)) return SQLITE_OK;
-    int shadow = check_shadowed(db, pzErrMsg);
-    if (shadow != SQLITE_OK) {
-        if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* names come from the file */
-        return shadow;
-    }
+    /* A second load would replace the state: every lock the connection
+     * holds given back, the nodes it was given forgotten. */
+    if (redlock_state_loaded_on(db)) return SQLITE_OK;
     redlock_state *st = redlock_state_new();
     if (!st) return SQLITE_NOMEM;
     rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
@@ -153,6 +106,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     if (rc == SQLITE_OK) rc = redlock_register_nodes_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_locks_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_stats_tables(db, st);
+    if (rc == SQLITE_OK) redlock_state_mark_loaded(st, db); /* without memory, a second load replaces it */
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));
     if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* a host name from REDLOCK_NODES */
     redlock_state_unref(st);

@@ -3,6 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_state.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,52 @@
 #include "rl_text.h"
 
 SQLITE_EXTENSION_INIT3
+
+/* The connections the extension is registered on, and their states: a
+ * process has few connections, so a list will do. */
+typedef struct loaded_entry {
+    sqlite3 *db;
+    redlock_state *st;
+    struct loaded_entry *next;
+} loaded_entry;
+static loaded_entry *loaded_list;
+static pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int redlock_state_mark_loaded(redlock_state *st, sqlite3 *db) {
+    loaded_entry *e = malloc(sizeof *e);
+    if (!e) return -1;
+    e->db = db;
+    e->st = st;
+    pthread_mutex_lock(&loaded_mu);
+    e->next = loaded_list;
+    loaded_list = e;
+    pthread_mutex_unlock(&loaded_mu);
+    return 0;
+}
+
+int redlock_state_loaded_on(sqlite3 *db) {
+    pthread_mutex_lock(&loaded_mu);
+    const loaded_entry *e = loaded_list;
+    while (e && e->db != db) e = e->next;
+    pthread_mutex_unlock(&loaded_mu);
+    return e != NULL;
+}
+
+/* st is freed: its connection is closing, and its pointer may come back
+ * as another connection's. */
+static void forget_loaded(const redlock_state *st) {
+    pthread_mutex_lock(&loaded_mu);
+    for (loaded_entry **p = &loaded_list; *p;) {
+        loaded_entry *e = *p;
+        if (e->st == st) {
+            *p = e->next;
+            free(e);
+        } else {
+            p = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&loaded_mu);
+}
 
 redlock_state *redlock_state_new(void) {
     redlock_state *st = calloc(1, sizeof *st);
@@ -32,6 +79,7 @@ redlock_state *redlock_state_ref(redlock_state *st) {
 void redlock_state_unref(void *p) {
     redlock_state *st = p;
     if (!st || --st->refs > 0) return;
+    forget_loaded(st);
     rl_session_free(st->session);
     free(st);
 }

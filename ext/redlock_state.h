@@ -29,6 +29,13 @@ redlock_state *redlock_state_ref(redlock_state *st);
 /* Drops one reference (a destructor for SQLite's registration calls). */
 void redlock_state_unref(void *st);
 
+/* Records that st is the state registered on db, until st is freed (at
+ * sqlite3_close). Returns 0, or -1 without memory. */
+int redlock_state_mark_loaded(redlock_state *st, sqlite3 *db);
+
+/* Whether a state is registered on db (the extension is loaded there). */
+int redlock_state_loaded_on(sqlite3 *db);
+
 /* The state of the function's connection; first makes sure a forked child
  * does not act on its parent's locks or sockets (rl_session_check_fork). */
 redlock_state *redlock_state_of(sqlite3_context *ctx);

@@ -16,10 +16,8 @@ where they must not, and node-list changes while locks are held.
   default node named in errors when REDLOCK_NODES is unset."""
 # SPDX-License-Identifier: BSD-3-Clause
 
-import os
 import re
 import sqlite3
-import tempfile
 
 import harness as h
 from harness import check, eq, is_token, node_rows, redlock_error, value
@@ -333,27 +331,6 @@ def test_default_node_named_in_errors():
     con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', ?)", (h.free_port(),))
     msg = redlock_error(con, "SELECT redlock_acquire('dflt', 10000)")
     check("REDLOCK_NODES" not in msg, "once the list was changed, the hint goes: %r" % msg)
-
-
-def test_file_with_a_table_named_redlock_nodes_is_refused_at_load():
-    """A table or view in the database file named like one of the
-    extension's tables would hide it (SQLite finds the file's own objects
-    first): INSERT INTO redlock_nodes would write passwords into the file
-    and change no node; SELECT FROM redlock_locks would show what the file
-    says. The load is refused, naming the object."""
-    for ddl, named in (("CREATE TABLE redlock_nodes(id, host, port, url, password)", "redlock_nodes"),
-                       ("CREATE VIEW Redlock_Locks AS SELECT 'nightly' AS resource, 'held' AS state", "Redlock_Locks")):
-        path = os.path.join(tempfile.mkdtemp(prefix="redlock-shadow-"), "hostile.db")
-        raw = sqlite3.connect(path)
-        raw.execute(ddl)
-        raw.commit()
-        raw.close()
-        try:
-            h.connect([], database=path)
-            raise AssertionError("the load over a file with %s succeeded" % named)
-        except sqlite3.OperationalError as e:
-            msg = str(e)
-            check("redlock: database 'main' has a" in msg and named in msg and "hide" in msg, "the load error: %r" % msg)
 
 
 def test_second_load_keeps_the_locks_and_nodes():
