@@ -411,18 +411,6 @@ int rl_client_node_count(rl_client *c) {
     return n;
 }
 
-void rl_client_drop_tls_connections(rl_client *c) {
-    for (int i = 0; i < c->n; i++) {
-        rl_node *node = c->nodes[i];
-        if (!node->ep.tls) continue;
-        rl_conn_close(node->conn);
-        rl_conn_close(node->stale);
-        rl_conn_close(node->sub);
-        node->conn = node->stale = node->sub = NULL;
-        node->sub_ready = 0;
-    }
-}
-
 void rl_client_forget_after_fork(rl_client *c) {
     pthread_mutex_init(&c->mu, NULL);
     for (int i = 0; i < c->n; i++) {

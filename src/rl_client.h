@@ -257,12 +257,6 @@ void rl_client_forget_owed(rl_node *node);
  * sent on the next connection made; `from` then owes none. */
 void rl_client_move_owed(rl_owed_list *to, rl_node *from);
 
-/* Closes every connection to a TLS node (caller holds c->mu): after a
- * tls_* setting changed, none made under the old one (unverified, another
- * CA, another client certificate) may vote or carry a password again; the
- * next call connects anew with the new setting. */
-void rl_client_drop_tls_connections(rl_client *c);
-
 /* In a child process after fork(): re-creates c->mu (it may have been copied
  * locked) and drops every inherited connection without sending a byte, so
  * the child never writes to or reads from the parent's sockets. Node

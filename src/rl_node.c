@@ -129,6 +129,27 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
     }
 }
 
+void rl_node_drop_tls_connections(rl_client *c) {
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        if (!node->ep.tls) continue;
+        rl_conn_close(node->sub);
+        node->sub = NULL;
+        node->sub_ready = 0;
+        if (!node->conn) continue; /* a stalled one only drains and carries cleanups: it votes no more */
+        if (node->conn->count > 0 && !node->conn->broken && !node->stale) {
+            /* Replies still owed (a SET may be among them): it drains as a
+             * stalled connection does, so nothing sent on the next one
+             * overtakes what it carries; the node is retried once they are in. */
+            rl_node_mark_down(c, node, "a tls_* setting changed: reconnecting with it", 1);
+            node->retry_at_us = rl_now_us();
+        } else {
+            rl_conn_close(node->conn);
+            node->conn = NULL;
+        }
+    }
+}
+
 int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens) {
     if (node->owed.n >= RL_NODE_OWED_MAX) return -1;
     rl_owed *o = &node->owed.e[node->owed.n];

@@ -26,6 +26,13 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
  * is closed. why becomes last_error. */
 void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled);
 
+/* After a tls_* setting changed (caller holds c->mu): no connection made
+ * under the old value (unverified, another CA or client certificate) votes
+ * or carries a password again. Each TLS node's connection is closed, or,
+ * when replies are still owed on it, kept as the stalled one to drain
+ * (rl_node_mark_down); the next call connects anew with the new value. */
+void rl_node_drop_tls_connections(rl_client *c);
+
 /* Keeps a cleanup (argc arguments) of a failed attempt for node until the
  * node answers it without an error, or until until_us, when the key it
  * deletes has expired by itself. rl_node_send_owed sends it, on the node's

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rl_lock.h"
+#include "rl_node.h"
 #include "rl_text.h"
 
 typedef struct setting {
@@ -134,7 +135,7 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
      * under the old value are closed. */
     if (is_tls && rc == 0) {
         c->tls_gen++;
-        rl_client_drop_tls_connections(c);
+        rl_node_drop_tls_connections(c);
     }
     pthread_mutex_unlock(&c->mu);
     free(copy);
