@@ -411,6 +411,31 @@ def test_fault_proxy_in_front_of_tls_node():
                          _node_row(con)["state"] == "up", 15, what="the proxied TLS node up again")
 
 
+
+def test_tls_setting_change_drains_a_connection_that_owes_replies():
+    """The acquire is decided by nodes 2 and 3 while node 1's reply (its SET
+    ran) is held back; then a tls_* setting is written. Node 1's connection
+    still owes that reply: it is kept only to drain it, the node connects
+    anew once it is in, and the release reaches node 1 after the SET, so
+    the key does not stay there."""
+    with h.TlsCluster(3) as c:
+        with FaultProxy("127.0.0.1", c[0].port) as p:
+            proxied = "rediss://127.0.0.1:%d?tls_ca_file=%s" % (p.port, CERTS.ca)
+            con = h.connect([proxied, c[1].url, c[2].url], timeout_ms=5000)
+            is_token(value(con, "SELECT redlock_acquire('dr0', 10000)"), "warm-up")
+            eq(value(con, "SELECT redlock_release('dr0')"), 1, "warm-up release")
+            h.settle(con)
+            p.delay_replies(500)
+            tok = is_token(value(con, "SELECT redlock_acquire('dr', 60000)"), "decided by nodes 2 and 3")
+            h.wait_until(lambda: c.nodes[0].get("dr") == tok, 5, interval=0.01, what="our SET to run on node 1")
+            value(con, "SELECT redlock_config('tls_ca_file', ?)", CERTS.ca)
+            p.pass_()
+            eq(value(con, "SELECT redlock_release('dr')"), 1, "release")
+            h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and c.nodes[0].get("dr") is None,
+                         10, interval=0.05, what="our key on node 1 released")
+            h.wait_until(lambda: value(con, "SELECT redlock_ping()") == 3, 10, interval=0.05,
+                         what="node 1 connected anew")
+
 # ---- session resumption -------------------------------------------------------
 
 def test_reconnect_resumes_session():
