@@ -455,7 +455,7 @@ rl_status rl_lock_check_token(const char *token, size_t toklen, rl_outcome *out)
         return finish(out, RL_MISUSE, "token is a number, which is what fencing counters hold, never a lock's token; "
                                       "pass the token redlock_acquire returned");
     if ((toklen == sizeof RL_WRITER_MARK - 1 && memcmp(token, RL_WRITER_MARK, toklen) == 0) ||
-        memchr(token, 0x1f, toklen))
+        memchr(token, RL_DETAILS_SEP[0], toklen))
         return finish(out, RL_MISUSE, "token is what the extension keeps beside a lock (a writer's marker or holder "
                                       "details), never a lock's token; pass the token redlock_acquire returned");
     return RL_OK;

@@ -14,7 +14,7 @@
 #include "rl_round.h"
 #include "rl_scripts.h"
 
-#define SEP "\x1f"
+#define SEP RL_DETAILS_SEP
 #define TAG RL_DETAILS_TAG
 
 /* text made safe for a field: cleaned, at most RL_HOLDER_TEXT_MAX bytes,

@@ -150,7 +150,7 @@ void rl_node_drop_tls_connections(rl_client *c) {
     }
 }
 
-int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens) {
+int rl_node_owe_cleanup(const rl_client *c, rl_node *node, int argc, const char *const *argv, const size_t *lens) {
     if (node->owed.n >= RL_NODE_OWED_MAX) return -1;
     rl_owed *o = &node->owed.e[node->owed.n];
     memset(o, 0, sizeof *o);
@@ -160,7 +160,7 @@ int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *c
     }
     if (++node->owed.last_id == 0) node->owed.last_id = 1; /* 0 marks a command that is none */
     o->id = node->owed.last_id;
-    o->until_us = until_us;
+    o->until_us = rl_now_us() + c->max_ttl_ms * 1000; /* the attempt's key is gone by then */
     node->owed.n++;
     return 0;
 }

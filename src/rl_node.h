@@ -34,12 +34,12 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
 void rl_node_drop_tls_connections(rl_client *c);
 
 /* Keeps a cleanup (argc arguments) of a failed attempt for node until the
- * node answers it without an error, or until until_us, when the key it
- * deletes has expired by itself. rl_node_send_owed sends it, on the node's
+ * node answers it without an error, or until the key it deletes has
+ * expired by itself (the largest TTL c used, from now). rl_node_send_owed sends it, on the node's
  * current connection and again on the next one while unanswered. Returns
  * 0, or -1 when RL_NODE_OWED_MAX are kept already or without memory (the
  * cleanup is not kept). */
-int rl_node_owe_cleanup(rl_node *node, int64_t until_us, int argc, const char *const *argv, const size_t *lens);
+int rl_node_owe_cleanup(const rl_client *c, rl_node *node, int argc, const char *const *argv, const size_t *lens);
 
 /* Sends on conn, the node's current connection, the owed cleanups not yet
  * sent on it, and drops those whose keys have expired. Returns 0, or -1

@@ -113,9 +113,8 @@ static void release_in_full(rl_client *c, int i, const rl_tag *tag) {
         argv[a] = p + sizeof lens[a];
         p += sizeof lens[a] + lens[a];
     }
-    int64_t now = rl_now_us();
-    if (rl_node_owe_cleanup(node, now + c->max_ttl_ms * 1000, node->release_argc, argv, lens) == 0)
-        rl_node_send_owed(node, node->conn, now + rl_client_timeout_us(c, node));
+    if (rl_node_owe_cleanup(c, node, node->release_argc, argv, lens) == 0)
+        rl_node_send_owed(node, node->conn, rl_now_us() + rl_client_timeout_us(c, node));
 }
 
 /* What an answer to a script that may go by digest says of node i's script
@@ -175,8 +174,10 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
             else RL_COUNT(node->stats.errors);
         }
         if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
-        if (state == RL_V_FAIL && !keeps_reason(c, node)) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-        else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
+        if (!keeps_reason(c, node)) {
+            if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+            else node->last_error[0] = '\0';
+        }
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
     }
@@ -602,7 +603,6 @@ void rl_round_run(rl_client *c, rl_round *r) {
 }
 
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
-    int64_t until = rl_now_us() + c->max_ttl_ms * 1000; /* the attempt's key is gone by then */
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
@@ -617,13 +617,13 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
             /* Its connection broke (in this round or a later one, such as
              * a fence write-back) or stalled beyond use: the next one
              * carries the cleanup. */
-            rl_node_owe_cleanup(node, until, argc, argv, lens);
+            rl_node_owe_cleanup(c, node, argc, argv, lens);
             continue;
         }
         int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
         /* Kept until answered, so a connection that breaks before it
          * answers (or an error such as LOADING) does not lose it. */
-        if (conn == node->conn && rl_node_owe_cleanup(node, until, argc, argv, lens) == 0) {
+        if (conn == node->conn && rl_node_owe_cleanup(c, node, argc, argv, lens) == 0) {
             rl_node_send_owed(node, conn, deadline);
             continue;
         }

@@ -15,9 +15,11 @@
  * Redlock client's: every script touches one only when it holds what this
  * extension writes there, and otherwise leaves it as it is (the
  * companion's job is then simply not done: no details, no marker).
- * Stored holder details start with this tag and 0x1f (rl_lock_holder.c);
- * a lock's value, a token, never does. */
+ * Stored holder details start with this tag and RL_DETAILS_SEP, which
+ * also separates their fields (rl_lock_holder.c); a lock's value, a
+ * token, never holds that byte. */
 #define RL_DETAILS_TAG "redlock1"
+#define RL_DETAILS_SEP "\x1f"
 /* isdetails(v): value v (of GET, MGET or a failed pcall) is an exclusive
  * holder's details. */
 #define RL_LUA_IS_DETAILS \
