@@ -15,8 +15,13 @@ if [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null || {
     echo "redlock: apt-get install ${need[*]} failed" >&2; exit 1; }
-  # The package starts a system redis on 6379; our tests start their own.
-  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+  # Installing redis-server starts a system redis on 6379; our tests start
+  # their own. Only the one this run installed is stopped: a redis-server
+  # that was there before is the host's, and left as it is.
+  case " ${need[*]} " in
+    *" redis-server "*)
+      if command -v systemctl >/dev/null 2>&1; then systemctl disable --now redis-server >/dev/null 2>&1 || true; fi ;;
+  esac
   exit 0
 fi
 echo "redlock: missing packages; run: sudo apt-get install ${need[*]}" >&2

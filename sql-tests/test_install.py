@@ -479,3 +479,40 @@ def test_licence():
         if sum(1 for line in header if SPDX_COMMENT.match(line)) != 1:
             missing.append(f)
     eq(missing, [], "source files whose header comment lacks one '%s' line" % SPDX)
+
+
+def _ensure_deps_with(missing):
+    """Runs scripts/ensure-deps.sh with dpkg-query, apt-get, id and
+    systemctl replaced by stubs on PATH: the packages in missing are not
+    installed, the user is root, and every systemctl call is logged.
+    Returns (exit code, the logged systemctl argument lines)."""
+    d = tempfile.mkdtemp(dir=_scratch.name)
+    log = os.path.join(d, "systemctl.log")
+    stubs = {
+        "dpkg-query": 'case " %s " in *" ${@: -1} "*) exit 1;; esac; printf "install ok installed"' % " ".join(missing),
+        "apt-get": "exit 0",
+        "id": "echo 0",
+        "systemctl": 'echo "$*" >> %s' % log,
+    }
+    for name, body in stubs.items():
+        p = os.path.join(d, name)
+        with open(p, "w") as f:
+            f.write("#!/bin/bash\n" + body + "\n")
+        os.chmod(p, 0o755)
+    env = _env(PATH=d + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run(["bash", os.path.join(REPO, "scripts", "ensure-deps.sh")], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    calls = open(log).read().split("\n")[:-1] if os.path.exists(log) else []
+    return r.returncode, calls
+
+
+def test_ensure_deps_leaves_an_installed_redis_alone():
+    """A redis-server that was there before is the host's: installing another
+    missing package must not stop or disable it. One that the script itself
+    installed (and that Debian started on 6379) is stopped."""
+    rc, calls = _ensure_deps_with(["libssl-dev"])
+    eq(rc, 0, "ensure-deps with only libssl-dev missing")
+    eq(calls, [], "systemctl calls when redis-server was already installed")
+    rc, calls = _ensure_deps_with(["redis-server", "libssl-dev"])
+    eq(rc, 0, "ensure-deps with redis-server missing")
+    eq(calls, ["disable --now redis-server"], "systemctl calls when redis-server was just installed")
