@@ -90,6 +90,39 @@ def test_our_scripts_leave_other_keys_alone_3n():
     eq([node.cmd("HGET", "hkey", "f") for node in c], ["v"] * 3, "the hash is untouched")
 
 
+def test_a_sorted_set_of_another_kind_is_left_alone_3n():
+    """A sorted set under a lock's name that this extension did not write
+    (no '' member with a score of -1 or less: a leaderboard, a job queue, a
+    lexicographic index) is another program's key: release, extend, a shared
+    acquire, an exclusive acquire that waits (the writer-waiting marker) and
+    a validity check change nothing in it and report it as not ours."""
+    c = h.shared_cluster(3)
+    x = h.connect(c)
+    other = "0123456789abcdef0123456789abcdef"
+    shapes = {
+        "words": ["ZADD", "words", 0, "apple", 0, "banana"],        # every score 0
+        "board": ["ZADD", "board", 5, "alice", 9, "bob"],           # small scores
+        "queue": ["ZADD", "queue", 4102444800000, "job1"],         # far in the future
+        "marked": ["ZADD", "marked", 0, "", 7, "x"],               # a '' member of no limit's score
+    }
+    for node in c:
+        for cmd in shapes.values():
+            node.cmd(*cmd)
+    before = {k: [node.cmd("ZRANGE", k, 0, -1, "WITHSCORES") for node in c] for k in shapes}
+    for k in shapes:
+        eq(value(x, "SELECT redlock_release(?, ?)", k, other), 0, "release on the sorted set %s" % k)
+        eq(value(x, "SELECT redlock_extend(?, 5000, ?)", k, other), None, "extend on the sorted set %s" % k)
+        eq(value(x, "SELECT redlock_acquire_shared(?, 5000)", k), None, "shared acquire on the sorted set %s" % k)
+        eq(value(x, "SELECT redlock_acquire(?, 5000, 30)", k), None, "waiting acquire on the sorted set %s" % k)
+    h.settle(x)
+    for k in shapes:
+        eq([node.cmd("ZRANGE", k, 0, -1, "WITHSCORES") for node in c], before[k], "the sorted set %s" % k)
+        eq([node.pttl(k) for node in c], [-1] * 3, "the sorted set %s keeps no expiry" % k)
+        eq([node.cmd("EXISTS", k + ":writer-waiting") for node in c], [0] * 3, "no marker beside %s" % k)
+    # redlock_holder shows it as a key held by something else, not as shared holders
+    eq(value(x, "SELECT redlock_holder('board')"), '{"ttl_ms":null,"nodes":[1,2,3]}', "redlock_holder of a sorted set")
+
+
 def _holder_limit(n):
     c = h.shared_cluster(n)
     cons = [h.connect(c) for _ in range(4)]

@@ -57,6 +57,13 @@
     "local function setkeep(p, t, ms) local dk = setkey(p, t) local left = redis.call('pttl', dk) " \
     "if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end end "
 
+/* ourz(k): sorted set k is a shared lock of this extension, marked by its
+ * member '' with a score of -1 or less (RL_LUA_SHARED_TIDY). A sorted set
+ * without that mark (a leaderboard, a job queue, an index) is another
+ * program's key under a lock's name: every script leaves it as it is. */
+#define RL_LUA_OURS_ZSET \
+    "local function ourz(k) local s = redis.call('zscore',k,'') return s and tonumber(s) <= -1 end "
+
 /* A shared lock's key is a sorted set: member token -> expiry (ms, node
  * clock), plus the member '' whose score is -1 - max_holders (0: no
  * limit). Its holders' details (holder_info) are in the hash
@@ -96,6 +103,7 @@
     "elseif ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
     "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
+    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc then tidy() return 0 end " \
@@ -125,6 +133,7 @@
 #define RL_SCRIPT_EXTEND \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
+    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc or tonumber(sc) <= now then tidy() return 0 end " \
@@ -175,6 +184,7 @@
 #define RL_SCRIPT_CHECK \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
+    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
     RL_LUA_NOW \
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc or tonumber(sc) <= now then return 0 end " \
@@ -194,6 +204,7 @@
 #define RL_SCRIPT_ACQUIRE_SHARED \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty ~= 'zset' and ty ~= 'none' then return 0 end " \
+    RL_LUA_OURS_ZSET "if ty == 'zset' and not ourz(KEYS[1]) then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
     "local k = tonumber(ARGV[3]) local n = 0 " \
     "if ty == 'zset' and tidy() == 1 then " \
@@ -212,7 +223,8 @@
  * key, so that no new shared holder comes in meanwhile; a marker key that
  * holds anything else is another lock, left as it is. Always 1. */
 #define RL_SCRIPT_WRITER_WAITING \
-    "if redis.call('type',KEYS[1]).ok == 'zset' then local m = redis.pcall('get',KEYS[2]) " \
+    RL_LUA_OURS_ZSET \
+    "if redis.call('type',KEYS[1]).ok == 'zset' and ourz(KEYS[1]) then local m = redis.pcall('get',KEYS[2]) " \
     "if m == false or m == '" RL_WRITER_MARK "' then redis.call('set',KEYS[2],'" RL_WRITER_MARK "','PX',ARGV[1]) end end return 1"
 
 /* The same for several names: KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2]
@@ -220,7 +232,8 @@
  * shared gets its marker, so shared holders cannot come back on one name
  * while the waiter is kept out by another. Always 1. */
 #define RL_SCRIPT_WRITER_WAITING_MANY \
-    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' then local mk = KEYS[i] .. ARGV[2] " \
+    RL_LUA_OURS_ZSET \
+    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' and ourz(KEYS[i]) then local mk = KEYS[i] .. ARGV[2] " \
     "local m = redis.pcall('get', mk) if m == false or m == '" RL_WRITER_MARK "' then " \
     "redis.call('set', mk, '" RL_WRITER_MARK "', 'PX', ARGV[1]) end end end return 1"
 
@@ -420,19 +433,22 @@
 /* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
  * the most shared holders to list, ARGV[2] the key prefix. Returns {pttl of
  * the lock key, an identity of its value that is no token (the SHA1 of a
- * string, else the key's type), the details or false (for a string, those
+ * string, else the key's type, zset-other for a sorted set that is no
+ * shared lock of ours: RL_LUA_OURS_ZSET), the details or false (for a string, those
  * of the set its token was taken with (RL_SET_DETAILS_TAG), else those of
  * KEYS[2]); for a shared lock (a sorted set) its
  * number of live holders instead, then a list: for each of the first
  * ARGV[1] live shared holders that has details, the SHA1 of its token, the
  * ms it has left on the node's clock and its details}. */
 #define RL_SCRIPT_HOLDER_READ \
+    RL_LUA_OURS_ZSET \
     "local t = redis.call('type',KEYS[1]).ok local id = t local d = false local l = {} " \
+    "if t == 'zset' and not ourz(KEYS[1]) then id = 'zset-other' end " \
     "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
     "local dk = ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. id " \
     "if redis.call('type',dk).ok == 'hash' then d = redis.call('hget',dk,'d') end " \
     "if not d then " RL_LUA_IS_DETAILS "local v = redis.pcall('get',KEYS[2]) if isdetails(v) then d = v end end " \
-    "elseif t == 'zset' then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
+    "elseif t == 'zset' and ourz(KEYS[1]) then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
     "local hk = KEYS[1] .. ':holders' " \
     "if redis.call('type',hk).ok == 'hash' then " \
     "local m = redis.call('zrangebyscore',KEYS[1],'(' .. now,'+inf','withscores','limit',0,tonumber(ARGV[1])) " \
