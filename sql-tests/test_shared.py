@@ -123,6 +123,31 @@ def test_a_sorted_set_of_another_kind_is_left_alone_3n():
     eq(value(x, "SELECT redlock_holder('board')"), '{"ttl_ms":null,"nodes":[1,2,3]}', "redlock_holder of a sorted set")
 
 
+def test_release_many_gives_back_shared_holds_3n():
+    """redlock_release_many does for a shared hold what redlock_release
+    does: without a token, the hold this connection has; with one, the
+    holder with that token. Its member leaves the sorted set (the key goes
+    with the last holder), other holders stay, and an exclusive acquire
+    gets in once none is left."""
+    c = h.shared_cluster(3)
+    a, b, x = h.connect(c), h.connect(c), h.connect(c)
+    ta = is_token(value(a, "SELECT redlock_acquire_shared('gpu', 60000, 0, 2)"), "a's shared hold")
+    tb = is_token(value(b, "SELECT redlock_acquire_shared('gpu', 60000, 0, 2)"), "b's shared hold")
+    is_token(value(a, "SELECT redlock_acquire('cpu', 60000)"), "a's exclusive lock")
+    eq(value(a, "SELECT redlock_release_many(json_array('gpu', 'cpu'))"), 2, "a gives back both names")
+    eq(value(a, "SELECT count(*) FROM redlock_locks"), 0, "a lists nothing")
+    h.settle(a, b)
+    for node in c:
+        eq(members(node, "gpu"), [tb], "b's hold is left on %s" % node.addr)
+    eq(value(x, "SELECT redlock_acquire('gpu', 1000)"), None, "b still holds gpu")
+    # by token, from a connection that does not hold it
+    eq(value(x, "SELECT redlock_release_many(json_array('gpu'), ?)", tb), 1, "b's hold released by its token")
+    eq(value(x, "SELECT redlock_release_many(json_array('gpu'), ?)", ta), 0, "a's token is no holder's any more")
+    h.settle(x)
+    h.no_key(c, "gpu", "after the last shared holder was released as a set")
+    is_token(value(x, "SELECT redlock_acquire('gpu', 1000)"), "an exclusive acquire gets in")
+
+
 def _holder_limit(n):
     c = h.shared_cluster(n)
     cons = [h.connect(c) for _ in range(4)]

@@ -67,22 +67,26 @@
 /* A shared lock's key is a sorted set: member token -> expiry (ms, node
  * clock), plus the member '' whose score is -1 - max_holders (0: no
  * limit). Its holders' details (holder_info) are in the hash
- * KEYS[1]..':holders', field the SHA1 of the token (so no token is
+ * <key>:holders, field the SHA1 of the token (so no token is
  * readable there), value the details text (rl_lock_holder.c), and the
- * field '' holding RL_DETAILS_TAG, which marks the hash as ours; hok says
- * whether that key is one (such a hash, or none yet: anything else, a hash
- * lock of another client too, is left alone). Drops expired holders and their details; deletes both
- * keys when none is left, else makes both live as long as the last holder.
- * Needs `now`. */
-#define RL_LUA_SHARED_TIDY \
-    "local hk = KEYS[1] .. ':holders' local hkt = redis.call('type',hk).ok " \
-    "local hok = hkt == 'none' or (hkt == 'hash' and redis.call('hget',hk,'') == '" RL_DETAILS_TAG "') " \
-    "local function tidy() local ex = redis.call('zrangebyscore',KEYS[1],0,now) " \
-    "if #ex > 0 then redis.call('zremrangebyscore',KEYS[1],0,now) " \
+ * field '' holding RL_DETAILS_TAG, which marks the hash as ours.
+ * holders_of(k) gives that hash's name and whether it is one (such a hash,
+ * or none yet: anything else, a hash lock of another client too, is left
+ * alone). tidy_of(k, hk, hok, now) drops expired holders and their
+ * details; deletes both keys when none is left (0), else makes both live
+ * as long as the last holder (1). */
+#define RL_LUA_SHARED_OF \
+    "local function holders_of(k) local hk = k .. ':holders' local hkt = redis.call('type',hk).ok " \
+    "return hk, hkt == 'none' or (hkt == 'hash' and redis.call('hget',hk,'') == '" RL_DETAILS_TAG "') end " \
+    "local function tidy_of(k, hk, hok, now) local ex = redis.call('zrangebyscore',k,0,now) " \
+    "if #ex > 0 then redis.call('zremrangebyscore',k,0,now) " \
     "if hok and redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
-    "local last = redis.call('zrange',KEYS[1],-1,-1,'withscores') " \
-    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',KEYS[1]) if hok then redis.call('del',hk) end return 0 end " \
-    "redis.call('pexpireat',KEYS[1],last[2]) if hok then redis.call('pexpireat',hk,last[2]) end return 1 end "
+    "local last = redis.call('zrange',k,-1,-1,'withscores') " \
+    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',k) if hok then redis.call('del',hk) end return 0 end " \
+    "redis.call('pexpireat',k,last[2]) if hok then redis.call('pexpireat',hk,last[2]) end return 1 end "
+/* The same for KEYS[1]: hk, hok and tidy(). Needs `now`. */
+#define RL_LUA_SHARED_TIDY \
+    RL_LUA_SHARED_OF "local hk, hok = holders_of(KEYS[1]) local function tidy() return tidy_of(KEYS[1], hk, hok, now) end "
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, the key prefix (an
  * exclusive lock's set details are then kept, RL_SET_DETAILS_TAG); ARGV[3],
@@ -370,22 +374,31 @@
  * each must hold (or ARGV[2] alone: one token for all). Deletes each key
  * that still holds its token, with its holder details (a set's
  * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set,
- * where it holds details)
+ * where it holds details), and takes each token's member out of each of
+ * the names that is a shared lock of ours (RL_LUA_OURS_ZSET; the key goes
+ * with its last holder, as RL_SCRIPT_RELEASE does),
  * and then tells the waiters on <key>:released (rl_wait.h) of the names
  * that have any (of every name, where the user may not run PUBSUB NUMSUB).
  * Telling is last and may fail (a user without rights on the channel):
- * the deletions stand and the answer is still theirs. Answers a string of n characters, '1' where the key was deleted, '0'
- * where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
+ * the deletions stand and the answer is still theirs. Answers a string of n characters, '1' where the key was deleted
+ * (or a live shared hold taken out), '0' where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
-    RL_LUA_SET_GONE RL_LUA_IS_DETAILS \
-    "local out, del, tk, gone = {}, {}, {}, {} " \
+    RL_LUA_SET_GONE RL_LUA_IS_DETAILS RL_LUA_OURS_ZSET RL_LUA_SHARED_OF \
+    "local out, del, tk, gone, zs = {}, {}, {}, {}, {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do local i = a + j - 1 local t = ARGV[i + 1] or ARGV[2] " \
     "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] tk[#del] = t gone[t] = (gone[t] or 0) + 1 " \
-    "else out[i] = '0' end end end " \
+    "else out[i] = '0' if v[j] == false and t ~= '' then zs[#zs + 1] = i end end end end " \
+    "local zch, now = {}, nil " \
+    "for _, i in ipairs(zs) do local k, t = KEYS[i], ARGV[i + 1] or ARGV[2] " \
+    "if redis.call('type', k).ok == 'zset' and ourz(k) then " \
+    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
+    "local zk, zok = holders_of(k) local sc = redis.call('zscore', k, t) " \
+    "if sc then redis.call('zrem', k, t) if zok then redis.call('hdel', zk, redis.sha1hex(t)) end end " \
+    "tidy_of(k, zk, zok, now) if sc and tonumber(sc) > now then out[i] = '1' zch[#zch + 1] = k .. ':released' end end end " \
     "local single = {} for t in pairs(gone) do single[t] = redis.call('type', setkey(ARGV[1], t)).ok ~= 'hash' end " \
-    "local cand, hk, ch = {}, {}, {} for i = 1, #del do if single[tk[i]] then cand[#cand + 1] = del[i] .. ':holder' end " \
-    "ch[i] = del[i] .. ':released' end " \
+    "local cand, hk, ch = {}, {}, zch for i = 1, #del do if single[tk[i]] then cand[#cand + 1] = del[i] .. ':holder' end " \
+    "ch[#ch + 1] = del[i] .. ':released' end " \
     "for a = 1, #cand, 1000 do local b = math.min(a + 999, #cand) local v = redis.call('mget', unpack(cand, a, b)) " \
     "for j = 1, #v do if isdetails(v[j]) then hk[#hk + 1] = cand[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
