@@ -315,3 +315,65 @@ def test_user_extend_racing_keeper_never_overstates_validity():
 
 def lock_extensions(con):
     return value(con, "SELECT coalesce(sum(extensions), 0) FROM redlock_locks WHERE resource = 'race'")
+
+
+def test_unanswered_extend_counts_as_possibly_run_3n():
+    """An extend whose answers come too late may still have run on every
+    node: a shorter TTL then cut the keys. The connection must not go on
+    counting the lock by its old, longer validity (redlock_validity,
+    redlock_locks, a re-entrant acquire handing the token back), or it
+    would report a lock that another client has taken by then."""
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            a = h.connect([p.url for p in ps], timeout_ms=200, reconnect_min_ms=20, reconnect_max_ms=40)
+            b = h.connect(c)
+            tok = is_token(value(a, "SELECT redlock_acquire('x', 60000)"), "a takes x for a minute")
+            for p in ps:
+                p.delay_replies(600)                # every answer comes after the 200 ms timeout
+            h.redlock_error(a, "SELECT redlock_extend('x', 1000)", contains=("nodes failed",))
+            for p in ps:
+                p.delay_replies(0)
+            left = value(a, "SELECT redlock_validity('x')")
+            check(left is None or left <= 1000,
+                  "a's validity after an unanswered extend to 1000 ms: %r ms (the keys were cut to 1 s)" % left)
+            h.wait_until(lambda: all(n.pttl("x") == -2 for n in c), 5, what="the keys expire after the cut")
+            is_token(value(b, "SELECT redlock_acquire('x', 60000)"), "b takes x once the keys expired")
+            eq(value(a, "SELECT count(*) FROM redlock_locks WHERE resource = 'x' AND state = 'held'"), 0,
+               "a lists x as held while b holds it")
+            check(value(a, "SELECT redlock_acquire('x', 60000)") != tok, "a's re-entrant acquire hands back its old token")
+        finally:
+            for p in ps:
+                p.close()
+
+
+def test_unanswered_keeper_extend_counts_as_possibly_run_3n():
+    """The same for the auto-extension: its extend, gathered with the TTL
+    of before while the owner's longer extend was on its way, runs after
+    that one on every node and cuts the keys back; when its answers come
+    too late, the connection must count the lock by the keeper's TTL, not
+    by the owner's minute."""
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            a = h.connect([p.url for p in ps], timeout_ms=1000, auto_extend=1, reconnect_min_ms=5000,
+                          reconnect_max_ms=5000)
+            t0 = time.monotonic()
+            is_token(value(a, "SELECT redlock_acquire('k', 3000)"), "a takes k for 3 s")
+            time.sleep(max(0.0, t0 + 0.6 - time.monotonic()))  # the keeper is due at 1 s
+            for p in ps:
+                p.delay_replies(700)                # the owner's extend answers in time, at 1.3 s
+            got = value(a, "SELECT redlock_extend('k', 60000)")
+            # (it says no more than the keeper's extend, gathered meanwhile, leaves sure)
+            check(got is not None and got > 0, "the owner's extend to a minute: %r" % got)
+            for p in ps:
+                p.delay_replies(1500)               # the keeper's, sent next, answers too late
+            h.wait_until(lambda: value(a, "SELECT count(*) FROM redlock_nodes WHERE state = 'down'") == 3,
+                         10, what="the keeper's extend times out on every node")
+            pttls = [n.pttl("k") for n in c]
+            check(max(pttls) <= 3000, "the keeper's PEXPIRE 3000 ran after the owner's (PTTLs %r)" % pttls)
+            left = value(a, "SELECT redlock_validity('k')")
+            check(left is None or left <= max(pttls), "a counts %r ms left where the keys have %r" % (left, pttls))
+        finally:
+            for p in ps:
+                p.close()

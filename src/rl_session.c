@@ -69,6 +69,10 @@ rl_client *rl_session_client(rl_session *s) { return s->client; }
 
 void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
+void rl_held_cap_unanswered(rl_held *h, int64_t ran_until_us) {
+    if (ran_until_us > 0 && ran_until_us < h->valid_until_us) h->valid_until_us = ran_until_us;
+}
+
 int64_t rl_held_until_us(const rl_held *h) {
     if (h->inflight_until_us && h->inflight_until_us < h->valid_until_us) return h->inflight_until_us;
     return h->valid_until_us;
@@ -466,6 +470,9 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     int kind = ours ? s->held[i].kind : RL_KIND_EXCLUSIVE;
     int64_t max_holders = ours ? s->held[i].max_holders : 0;
     pthread_mutex_unlock(&s->mu);
+    /* Once this extend has run the key lives at least this long: all that
+     * is sure when its answers do not come (it may have run anyway). */
+    int64_t ran_until = rl_now_us() + ttl_ms * 1000 - rl_client_drift_us(s->client, ttl_ms);
     rl_status st = rl_session_held_extend(s, kind, max_holders, res, reslen, token, toklen, ttl_ms, out);
     pthread_mutex_lock(&s->mu);
     i = find(s, res, reslen);
@@ -473,7 +480,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
      * its PEXPIRE ran last on the nodes, whichever of them gets here last. */
     if (i >= 0 && same_token(&s->held[i], token, toklen) && out->op > s->held[i].op) {
         rl_held *h = &s->held[i];
-        if (st == RL_OK || st == RL_REFUSED) h->op = out->op;
+        if (st != RL_MISUSE) h->op = out->op; /* a misuse sent nothing */
         if (st == RL_OK) {
             h->valid_until_us = out->valid_until_us;
             h->ttl_ms = ttl_ms;
@@ -482,6 +489,8 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
+        } else if (st != RL_MISUSE) {
+            rl_held_cap_unanswered(h, ran_until);
         }
     }
     i = find(s, res, reslen);

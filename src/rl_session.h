@@ -88,6 +88,11 @@ void rl_session_count_lost(rl_session *s, const rl_held *h);
 
 /* When h's validity ends as this session knows it: valid_until_us, or
  * sooner while a keeper extend with a shorter TTL is on its way. */
+/* An extend of h sent after its last decided call but not decided itself
+ * (too few answers, interrupted, out of memory) may have run on the nodes
+ * all the same, with a shorter TTL than the one h is counted by: h is held
+ * to ran_until_us (the send time plus that TTL, less drift) from then on. */
+void rl_held_cap_unanswered(rl_held *h, int64_t ran_until_us);
 int64_t rl_held_until_us(const rl_held *h);
 
 /* A new session with a new client; NULL on OOM. */

@@ -139,6 +139,7 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
  * for it: as for one extend, only a call that decided after the owner's
  * last one counts. Caller holds s->mu. */
 static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, rl_status call) {
+    int64_t ran_until = h->inflight_until_us;
     h->inflight_until_us = 0;
     int64_t now = rl_now_us(), ttl = it->ttl_ms;
     if (op <= h->op) {
@@ -148,7 +149,8 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         return;
     }
     rl_status st = call == RL_OK ? it->status : call;
-    if (st == RL_OK || st == RL_REFUSED) h->op = op;
+    h->op = op;
+    if (st != RL_OK && st != RL_REFUSED) rl_held_cap_unanswered(h, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = it->valid_until_us;
         h->extensions++;
@@ -228,6 +230,7 @@ static void extend_one(rl_session *s, int i) {
     free(res);
     if (i < 0) return; /* released meanwhile */
     h = &s->held[i];
+    int64_t ran_until = h->inflight_until_us;
     h->inflight_until_us = 0;
     now = rl_now_us();
     if (o.op <= h->op) {
@@ -236,7 +239,8 @@ static void extend_one(rl_session *s, int i) {
         if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
-    if (st == RL_OK || st == RL_REFUSED) h->op = o.op;
+    if (st != RL_MISUSE) h->op = o.op; /* a misuse sent nothing */
+    if (st != RL_OK && st != RL_REFUSED && st != RL_MISUSE) rl_held_cap_unanswered(h, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
