@@ -301,6 +301,7 @@ def test_no_from_the_wrong_database_does_not_count_3n():
         h.settle(con)
         eq(fit.get("wd"), None, "the failed attempt cleaned up on node 3")
         eq(wrong_db.get("wd"), "their-token", "the other client's key untouched")
+        eq(value(con, "SELECT state FROM redlock_nodes WHERE id = 1"), "refused", "state of the node whose SELECT failed")
 
 
 def test_one_node_with_wrong_password_still_has_quorum():
@@ -313,6 +314,7 @@ def test_one_node_with_wrong_password_still_has_quorum():
     check("WRONGPASS" in (rows[1]["last_error"] or ""),
           "last_error of the node with the wrong password: %r" % rows[1]["last_error"])
     eq([rows[0]["last_error"], rows[2]["last_error"]], [None, None], "last_error of the good nodes")
+    eq([r["state"] for r in rows], ["up", "refused", "up"], "state of each node (the refused one cannot vote)")
     eq(value(con, "SELECT redlock_release('auth-m')"), 1, "release")
 
 

@@ -363,6 +363,7 @@ void rl_client_nodes_restore(rl_client *c, rl_node_list *list) {
 
 static const char *state_name(const rl_client *c, const rl_node *node, int64_t now) {
     if (node->health == RL_HEALTH_DOWN) return "down";
+    if (node->conn && node->auth_failed) return "refused"; /* its AUTH or SELECT: no vote counts */
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
     const char *unfit = rl_client_node_unfit(c, node);
