@@ -79,3 +79,73 @@ def test_interrupt_cleans_up_a_minority():
        "the key on each node after the interrupt")
     for n in c[:2]:
         n.cmd("DEL", "busy")
+
+
+# A node timeout far above the waits below: a wait that ran on for it
+# would take 20 s where the call should end in well under BOUND_S.
+LONG_TIMEOUT_MS = 20000
+
+
+def _timed(con, sql, *params):
+    """Runs sql; returns (its value or the sqlite3.Error, seconds it took)."""
+    start = time.monotonic()
+    try:
+        got = value(con, sql, *params)
+    except sqlite3.Error as e:
+        got = e
+    return got, time.monotonic() - start
+
+
+def test_wait_without_channel_rights_ends_with_wait_ms():
+    """A user who may not SUBSCRIBE (Redis 7's default for a new ACL user)
+    gets an error for the subscription: the wait goes on without it, ends
+    with wait_ms, and does not sit out the node timeout for a confirmation
+    that cannot come."""
+    with h.Cluster(3) as c:
+        for n in c:
+            n.cmd("ACL", "SETUSER", "app", "on", ">app-pw", "~*", "resetchannels", "+@all")
+        holder = h.connect(c)
+        is_token(value(holder, "SELECT redlock_acquire('busy', 60000)"), "the holder")
+        urls = ["redis://app:app-pw@127.0.0.1:%d" % n.port for n in c]
+        con = h.connect(urls, timeout_ms=LONG_TIMEOUT_MS)
+        for _ in range(2):
+            got, took = _timed(con, "SELECT redlock_acquire('busy', 1000, 100)")
+            eq(got, None, "the waiting acquire of a name held elsewhere")
+            check(took < BOUND_S, "the 100 ms wait took %.2f s (node timeout %d ms)" % (took, LONG_TIMEOUT_MS))
+
+
+def test_wait_is_not_held_up_by_a_write_paused_node():
+    """The writer-waiting marker's round decides nothing: it must not wait
+    for a node paused for writes (CLIENT PAUSE WRITE), which answers only
+    when the pause ends, while the other nodes have answered."""
+    with h.Cluster(3) as c:
+        reader = h.connect(c)
+        is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
+        h.settle(reader)
+        con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
+        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the writer's connections are up")
+        c.nodes[2].cmd("CLIENT", "PAUSE", str(LONG_TIMEOUT_MS * 2), "WRITE")
+        try:
+            got, took = _timed(con, "SELECT redlock_acquire('busy', 1000, 100)")
+            eq(got, None, "the writer's waiting acquire while a reader holds the name")
+            check(took < BOUND_S, "the 100 ms wait took %.2f s (node timeout %d ms)" % (took, LONG_TIMEOUT_MS))
+        finally:
+            c.nodes[2].cmd("CLIENT", "UNPAUSE")
+
+
+def test_interrupt_ends_the_wait_for_subscriptions():
+    """A node that stopped before the waiter subscribes never confirms the
+    subscription; an interrupt meanwhile ends the call within BOUND_S, not
+    after the node timeout."""
+    with h.Cluster(3) as c:
+        holder = h.connect(c)
+        is_token(value(holder, "SELECT redlock_acquire('busy', 60000)"), "the holder")
+        h.settle(holder)
+        con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
+        c.nodes[2].stop()
+        try:
+            err, took = interrupted_wait(c.nodes[:2], con, "SELECT redlock_acquire('busy', 10000, %d)" % WAIT_MS)
+            check(took < BOUND_S, "the call ended %.2f s after the interrupt (node timeout %d ms)" % (took, LONG_TIMEOUT_MS))
+            check(str(err).startswith("redlock: interrupted"), "the error should say interrupted: %r" % err)
+        finally:
+            c.nodes[2].cont()

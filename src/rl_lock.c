@@ -148,7 +148,10 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
         /* From now on a release wakes us; try once more at once, since it
          * may have come before the subscription did. */
         *subscribed = 1;
-        if (rl_wait_subscribe(c, key, keylen) > 0) return woken;
+        int confirmed = rl_wait_subscribe(c, key, keylen, deadline);
+        if (confirmed > 0) return woken;
+        if (confirmed < 0) now = deadline; /* cancelled: the pause below sees it at once */
+        else now = rl_now_us();
     }
     int64_t d = rl_random_between(c->set.retry_delay_ms - c->set.retry_jitter_ms,
                                   c->set.retry_delay_ms + c->set.retry_jitter_ms) * 1000;
@@ -240,7 +243,9 @@ rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outc
  * held shared to let no new shared holder in (rl_shared.h) until its next
  * try: the marker lives the longest retry delay plus two rounds on the
  * slowest node, so one left by a waiter that gives up soon goes. One round;
- * its votes decide nothing. Caller holds c->mu. */
+ * its votes decide nothing, so it ends at the first answer: the others
+ * still go before the next try on each connection, and a hung or paused
+ * node does not hold the wait up for its whole timeout. Caller holds c->mu. */
 static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     int64_t slowest = 0;
     for (int i = 0; i < c->n; i++) {
@@ -251,7 +256,7 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
     const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_WAITING, "2", k->key, k->mark, px};
     size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_WAITING - 1, 1, k->keylen, k->marklen, strlen(px)};
-    rl_round r = {.kind = RL_K_MARK, .argc = 6, .argv = argv, .lens = lens, .quorum = c->n, .votes = votes};
+    rl_round r = {.kind = RL_K_MARK, .argc = 6, .argv = argv, .lens = lens, .quorum = 1, .votes = votes};
     rl_round_run(c, &r);
 }
 

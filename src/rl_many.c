@@ -256,7 +256,7 @@ static int writeback_cmd(mkeys *k, long long fence, int64_t fence_ttl, char *nk,
 /* An acquirer about to wait tells the nodes where a name of the set is
  * held shared to let no new shared holder in until its next try, as
  * rl_lock does for one name (rl_shared.h); the marker lives as long as
- * there. One round; its votes decide nothing. */
+ * there. One round, ended at the first answer as there. */
 static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     int64_t slowest = 0;
     for (int i = 0; i < c->n; i++) {
@@ -271,7 +271,7 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     k->lens[a++] = strlen(px);
     k->argv[a] = RL_WRITER_SUFFIX;
     k->lens[a++] = sizeof RL_WRITER_SUFFIX - 1;
-    rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = c->n, .votes = votes};
+    rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = 1, .votes = votes};
     rl_round_run(c, &r);
 }
 
@@ -430,7 +430,9 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
             if (subscribed >= 0) rl_wait_unsubscribe(c);
             subscribed = blocked_on;
             /* A release may have come before the subscription did: try again at once. */
-            if (rl_wait_subscribe(c, k.key[blocked_on], k.keylen[blocked_on]) > 0) continue;
+            int confirmed = rl_wait_subscribe(c, k.key[blocked_on], k.keylen[blocked_on], deadline);
+            if (confirmed > 0) continue;
+            now = confirmed < 0 ? deadline : rl_now_us(); /* cancelled: the pause below sees it at once */
         }
         int w = subscribed >= 0 ? subscribed : 0;
         woken = rl_lock_pause(c, k.key[w], k.keylen[w], NULL, woken, r.yes > 0, now, deadline, out);

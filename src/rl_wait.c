@@ -72,7 +72,10 @@ static rl_conn *open_sub(rl_client *c, rl_node *node) {
     return conn;
 }
 
-/* Reads every push reply on node's sub; returns the bits seen (1 message, 2 confirmation counted into *confirmed). */
+/* Reads every push reply on node's sub; returns 1 when one was a message
+ * on ch. Confirmations are counted into *confirmed, and an error reply (a
+ * user who may not SUBSCRIBE, a failed AUTH) sets it to -1 for good: that
+ * node will confirm nothing. */
 static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
     int woken = 0;
     rl_tag tag;
@@ -80,14 +83,18 @@ static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
     while (rl_conn_next_reply(node->sub, &tag, &r) == 1) {
         int k = classify(r, ch);
         if (k == 1) woken = 1;
-        if (k == 2 && confirmed) (*confirmed)++;
+        if (confirmed && *confirmed >= 0) {
+            if (r && r->type == REDIS_REPLY_ERROR) *confirmed = -1;
+            else if (k == 2) (*confirmed)++;
+        }
         rl_reply_free(r);
     }
     return woken;
 }
 
-int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
+int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us) {
     int64_t now = rl_now_us(), deadline = now;
+    int cancelled = 0;
     channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
     int *confirmed = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *confirmed);
     struct pollfd *pfd = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *pfd);
@@ -110,20 +117,29 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen) {
         int64_t d = now + rl_client_timeout_us(c, node);
         if (d > deadline) deadline = d;
     }
+    /* The wait for confirmations is the caller's too: it ends with the
+     * caller's deadline, and slice by slice the caller may cancel it. */
+    if (deadline > until_us) deadline = until_us;
     for (;;) {
         int k = 0, waiting = 0;
         for (int i = 0; i < c->n; i++) {
             rl_node *node = c->nodes[i];
-            if (!node->sub_ready || confirmed[i] >= 2 || node->sub->broken) continue;
+            if (!node->sub_ready || confirmed[i] >= 2 || confirmed[i] < 0 || node->sub->broken) continue;
             waiting++;
             pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
             who[k++] = i;
         }
         now = rl_now_us();
         if (!waiting || now >= deadline) break;
+        if (c->cancel && c->cancel(c->cancel_ctx)) {
+            cancelled = 1;
+            break;
+        }
         int64_t wait = deadline - now;
+        if (c->cancel && wait > RL_CANCEL_PERIOD_US) wait = RL_CANCEL_PERIOD_US;
         struct timespec ts = {.tv_sec = wait / 1000000, .tv_nsec = (long)(wait % 1000000) * 1000};
-        if (ppoll(pfd, (nfds_t)k, &ts, NULL) <= 0) break;
+        int got = ppoll(pfd, (nfds_t)k, &ts, NULL);
+        if (got < 0) break;
         for (int j = 0; j < k; j++) {
             if (!pfd[j].revents) continue;
             rl_node *node = c->nodes[who[j]];
@@ -147,7 +163,7 @@ out:
     free(confirmed);
     free(pfd);
     free(who);
-    return ready;
+    return cancelled ? -1 : ready;
 }
 
 /* ppoll in slices of RL_CANCEL_PERIOD_US until wait_us has passed or a

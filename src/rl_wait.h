@@ -19,9 +19,11 @@
 #define RL_RELEASED_SUFFIX ":released"
 
 /* Subscribes every reachable node to the channels of key (keylen bytes)
- * and waits, at most each node's timeout, for the confirmations. Returns
- * how many nodes confirmed. Caller holds c->mu. */
-int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen);
+ * and waits for the confirmations: at most each node's timeout, never past
+ * until_us (the caller's own deadline, rl_now_us() time), and not for a
+ * node that answered with an error. Returns how many nodes confirmed, or
+ * -1 when the client's cancel callback ended the wait. Caller holds c->mu. */
+int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us);
 
 /* Waits up to wait_us for a release message on key's channels. Drops
  * c->mu while it waits. Returns 1 when woken by a message, -1 when the
