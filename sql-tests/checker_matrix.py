@@ -339,19 +339,20 @@ def companion_names(seconds):
 
 def _counter_namer(urls, name, log):
     """A hostile user: takes the lock `name` now and then, reads its
-    fencing number n, gives it back, then names the fencing counter
+    fencing number n and, while it still holds the lock (so no other
+    holder moves the counter on meanwhile), names the fencing counter
     name:fence as a lock with n as its token, to release it and to re-time
-    it to 1 ms. Were either done, the next holder's number would start
-    again at 1."""
+    it to 1 ms; then gives the lock back. Were either done, the next
+    holder's number would start again at 1."""
     def step(con):
         if con.execute("SELECT redlock_acquire(?, ?, 200)", (name, TTL_MS)).fetchone()[0]:
             n = str(con.execute("SELECT redlock_fence(?)", (name,)).fetchone()[0])
-            con.execute("SELECT redlock_release(?)", (name,)).fetchone()
             for sql in ("SELECT redlock_release(?, ?)", "SELECT redlock_extend(?, 1, ?)"):
                 try:
                     con.execute(sql, (name + ":fence", n)).fetchone()
                 except sqlite3.OperationalError:
                     pass  # refused: what a safe engine does
+            con.execute("SELECT redlock_release(?)", (name,)).fetchone()
             log.append(n)
     return _user_loop(urls, step, 0.01)
 
