@@ -70,6 +70,26 @@ def test_timeout_through_sigstop_3n():
             cl[2].cont()
 
 
+def test_latency_of_a_late_reply_after_a_timeout_change_3n():
+    """A reply read after timeout_ms changed is timed from when its command
+    was sent, not from its deadline less the new timeout: raising the
+    timeout to ten minutes made a reply of a few seconds read as ten
+    minutes in p99_us."""
+    with h.Cluster(3) as cl:
+        con = h.connect(cl, timeout_ms=30000)
+        value(con, "SELECT redlock_ping()")
+        cl[2].stop()
+        try:
+            is_token(value(con, "SELECT redlock_acquire('lat', 10000)"), "decided by the two live nodes")
+            value(con, "SELECT redlock_config('timeout_ms', 600000)")
+        finally:
+            cl[2].cont()
+        h.settle(con)
+        p99 = node_stats(con)[2]["p99_us"]
+        check(p99 is not None and p99 < 30 * 1000000,
+              "the stopped node's p99_us: %r (its reply came within the 30 s timeout)" % p99)
+
+
 def test_kill_counts_error_and_down_3n():
     with h.Cluster(3) as cl:
         con = h.connect(cl)

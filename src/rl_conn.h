@@ -28,6 +28,7 @@ typedef struct rl_tag {
     uint64_t op;          /* the operation that sent it (rl_client op counter) */
     int kind;             /* RL_K_* of rl_kind.h */
     int64_t deadline_us;  /* after this, no reply means the node is stalled */
+    int64_t sent_us;      /* when it was written, for the node's latency (0: not timed) */
     unsigned char script; /* 1 + its rl_evalsha index for a script that may go by digest; 0 otherwise */
     unsigned char by_digest; /* sent as EVALSHA */
     uint32_t owed;        /* an owed cleanup's rl_owed.id; 0 for any other command */

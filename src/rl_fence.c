@@ -37,7 +37,8 @@ void rl_fence_late_yes(rl_client *c, rl_node *node, uint64_t op, long long value
         if (value >= f->fence || !node->conn) return;
         rl_fence_cmd w;
         rl_fence_cmd_make(&w, f->fkey, f->fkeylen, f->fence, f->fence_ttl_ms);
-        rl_tag tag = {.op = op, .kind = RL_K_WRITEBACK, .deadline_us = rl_now_us() + rl_client_timeout_us(c, node)};
+        int64_t now = rl_now_us();
+        rl_tag tag = {.op = op, .kind = RL_K_WRITEBACK, .deadline_us = now + rl_client_timeout_us(c, node), .sent_us = now};
         rl_conn_send(node->conn, &tag, RL_FENCE_ARGC, w.argv, w.lens);
         return;
     }

@@ -149,8 +149,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
                      int64_t now) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(c, node);
-    if (!RL_KIND_IS_SETUP(tag->kind)) /* sent when its deadline was set (rl_round_run) */
-        rl_stats_latency(&node->stats, now - (tag->deadline_us - rl_client_timeout_us(c, node)));
+    if (!RL_KIND_IS_SETUP(tag->kind) && tag->sent_us) rl_stats_latency(&node->stats, now - tag->sent_us);
     if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
         return;
@@ -545,7 +544,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
             v->down_owes = owes;
             /* A release still reaches a stalled node, behind whatever it owes. */
             if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
-                rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us};
+                rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us, .sent_us = now};
                 rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
             }
             continue;
@@ -564,7 +563,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
         }
         /* One answered with an error (LOADING) goes again, ahead of this round's command. */
         if (node->owed.n) rl_node_send_owed(node, node->conn, deadline);
-        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .script = (unsigned char)(script + 1)};
+        rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .sent_us = now,
+                      .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;
         RL_COUNT(node->stats.calls);
         const char *const *argv = tag.by_digest ? sha_argv : r->argv;
@@ -618,14 +618,14 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
             rl_node_owe_cleanup(c, node, argc, argv, lens);
             continue;
         }
-        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
+        int64_t now = rl_now_us(), deadline = conn == node->stale ? node->stale_until_us : now + rl_client_timeout_us(c, node);
         /* Kept until answered, so a connection that breaks before it
          * answers (or an error such as LOADING) does not lose it. */
         if (conn == node->conn && rl_node_owe_cleanup(c, node, argc, argv, lens) == 0) {
             rl_node_send_owed(node, conn, deadline);
             continue;
         }
-        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline, .sent_us = now};
         rl_conn_send(conn, &tag, argc, argv, lens);
     }
 }
@@ -638,8 +638,8 @@ void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *c
         if (v->state == RL_V_PENDING) conn = node->conn;
         else if (v->state == RL_V_FAIL && v->timed_out && stale_takes_cleanup(node)) conn = node->stale;
         if (!conn || conn->broken) continue;
-        int64_t deadline = conn == node->stale ? node->stale_until_us : rl_now_us() + rl_client_timeout_us(c, node);
-        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline};
+        int64_t now = rl_now_us(), deadline = conn == node->stale ? node->stale_until_us : now + rl_client_timeout_us(c, node);
+        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline, .sent_us = now};
         rl_conn_send(conn, &tag, argc, argv, lens);
     }
 }
