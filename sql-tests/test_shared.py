@@ -354,6 +354,43 @@ def test_exclusive_waiter_woken_by_last_shared_release_3n():
     is_token(got.get("tok"), "the exclusive waiter, woken by the last shared release")
 
 
+def _writer_gets_in_after_waiting(c, take, release, marks):
+    """A shared holder keeps the name(s) while a writer waits (its marker
+    set on every node); the holder leaves, the writer gets in and gives
+    the lock back. Its markers must be gone with it: readers that find no
+    waiter are let in at once."""
+    reader, w, x = h.connect(c), h.connect(c), h.connect(c)
+    for m in marks:
+        is_token(value(reader, "SELECT redlock_acquire_shared(?, 30000)", m[:-len(":writer-waiting")]))
+    got = {}
+    t = threading.Thread(target=lambda: got.update(tok=value(w, take)))
+    t.start()
+    h.wait_until(lambda: all(node.cmd("EXISTS", m) for node in c for m in marks), timeout=10,
+                 what="the writer-waiting markers")
+    eq(value(reader, "SELECT redlock_release_all()"), len(marks), "the reader leaves")
+    t.join(30)
+    is_token(got.get("tok"), "the writer, once the reader left")
+    check(value(w, release) >= 1, "the writer gives the lock back")
+    h.settle(w)
+    eq([node.cmd("EXISTS", m) for node in c for m in marks], [0] * (len(c) * len(marks)),
+       "writer-waiting markers left after the writer got in")
+    for m in marks:
+        is_token(value(x, "SELECT redlock_acquire_shared(?, 30000)", m[:-len(":writer-waiting")]),
+                 "a reader with no writer waiting")
+
+
+def test_writer_that_got_in_takes_its_marker_away_3n():
+    _writer_gets_in_after_waiting(h.shared_cluster(3), "SELECT redlock_acquire('cat', 30000, 20000)",
+                                  "SELECT redlock_release('cat')", ["cat:writer-waiting"])
+
+
+def test_set_that_got_in_takes_its_markers_away_3n():
+    _writer_gets_in_after_waiting(h.shared_cluster(3),
+                                  "SELECT redlock_acquire_many(json_array('dog', 'eel'), 30000, 20000)",
+                                  "SELECT redlock_release_many(json_array('dog', 'eel'))",
+                                  ["dog:writer-waiting", "eel:writer-waiting"])
+
+
 def test_shared_waiter_woken_by_exclusive_release_3n():
     c = h.shared_cluster(3)
     x = h.connect(c)

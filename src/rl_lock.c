@@ -260,6 +260,16 @@ static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
+/* The acquirer that set the marker got in: the marker goes (one round, ended
+ * at the first answer as mark_writer_waiting's), so readers with no writer
+ * waiting are let in once it releases instead of when the marker expires. */
+static void clear_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
+    const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_DONE, "1", k->key, RL_WRITER_SUFFIX};
+    size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_DONE - 1, 1, k->keylen, sizeof RL_WRITER_SUFFIX - 1};
+    rl_round r = {.kind = RL_K_MARK, .argc = 5, .argv = argv, .lens = lens, .quorum = 1, .votes = votes};
+    rl_round_run(c, &r);
+}
+
 long long rl_lock_fence_number(const rl_client *c, const rl_round *r) {
     long long fence = 0;
     for (int i = 0; i < c->n; i++)
@@ -341,7 +351,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     }
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = 0; /* counted from the first attempt's start */
-    int subscribed = 0, woken = 0;
+    int subscribed = 0, woken = 0, marked = 0;
     for (;;) {
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
@@ -430,11 +440,13 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         if (now >= deadline) break;
         if (r.no > 0) {
             mark_writer_waiting(c, &k, votes);
+            marked = 1;
             now = rl_now_us();
         }
         woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
+    if (marked && out->status == RL_OK) clear_writer_waiting(c, &k, votes);
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
     if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);

@@ -275,6 +275,17 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
+/* The acquirer that set the markers got in: they go, as in rl_lock. */
+static void clear_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
+    char nk[16];
+    int a = cmd_head(k, RL_SCRIPT_WRITER_DONE, sizeof RL_SCRIPT_WRITER_DONE - 1, nk, sizeof nk, k->n);
+    a = cmd_keys(k, a, 0);
+    k->argv[a] = RL_WRITER_SUFFIX;
+    k->lens[a++] = sizeof RL_WRITER_SUFFIX - 1;
+    rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = 1, .votes = votes};
+    rl_round_run(c, &r);
+}
+
 /* After a successful fenced round: the set's number is the highest of the
  * yes votes; nodes whose floors lag get one write-back script raising
  * them. Returns how many nodes are known to store the number in every
@@ -340,7 +351,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
     for (int j = 0; j < n; j++) fences[j] = 0;
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = rl_now_us() + wait_ms * 1000;
-    int subscribed = -1, woken = 0; /* subscribed: index of the name whose release wakes us */
+    int subscribed = -1, woken = 0, marked = 0; /* subscribed: index of the name whose release wakes us */
     for (;;) {
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
@@ -424,6 +435,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
             if (votes[i].state == RL_V_NO) blocked_on = a.blocker[i];
         if (r.no > 0) { /* after reading the votes: this round reuses them */
             mark_writer_waiting(c, &k, votes);
+            marked = 1;
             now = rl_now_us();
         }
         if (blocked_on >= 0 && blocked_on != subscribed) {
@@ -438,6 +450,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         woken = rl_lock_pause(c, k.key[w], k.keylen[w], NULL, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
+    if (marked && out->status == RL_OK) clear_writer_waiting(c, &k, votes);
     if (subscribed >= 0) rl_wait_unsubscribe(c);
 done:
     if (out->status != RL_OK) {

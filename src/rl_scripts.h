@@ -241,6 +241,15 @@
     "local m = redis.pcall('get', mk) if m == false or m == '" RL_WRITER_MARK "' then " \
     "redis.call('set', mk, '" RL_WRITER_MARK "', 'PX', ARGV[1]) end end end return 1"
 
+/* A waiter that got in takes its markers away: KEYS[1..n] lock keys,
+ * ARGV[1] the marker's suffix (RL_WRITER_SUFFIX). Deletes each marker
+ * that holds RL_WRITER_MARK (another writer still waiting sets it again
+ * at its next try, should a reader have come back meanwhile); a marker key
+ * holding anything else is another lock, left as it is. Always 1. */
+#define RL_SCRIPT_WRITER_DONE \
+    "for i = 1, #KEYS do local mk = KEYS[i] .. ARGV[1] " \
+    "if redis.pcall('get', mk) == '" RL_WRITER_MARK "' then redis.call('del', mk) end end return 1"
+
 /* Fencing numbers stay below 2^53 - 1 (RL_FENCE_LIMIT_TEXT): Lua's
  * numbers are doubles, exact up to 2^53. isfence(v): counter or floor text
  * v is one to draw from: digits only (Lua's tonumber also takes "inf",
