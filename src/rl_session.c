@@ -613,6 +613,38 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
     return RL_OK;
 }
 
+/* Gives back the m locks of batch (their entries already out of the list):
+ * one script per node for all of them (rl_many_release, which takes shared
+ * holds out too), so closing a connection with many locks costs a round,
+ * not a round per lock; one by one when there is no memory for that. */
+static void release_batch(rl_session *s, const rl_held *batch, int m) {
+    const char **names = malloc((size_t)m * sizeof *names), **toks = malloc((size_t)m * sizeof *toks);
+    size_t *lens = malloc((size_t)m * sizeof *lens), *toklens = malloc((size_t)m * sizeof *toklens);
+    unsigned char *flags = malloc((size_t)m);
+    rl_outcome o;
+    rl_status st = RL_NOMEM;
+    if (m > 1 && names && toks && lens && toklens && flags) {
+        for (int k = 0; k < m; k++) {
+            names[k] = batch[k].res;
+            lens[k] = batch[k].reslen;
+            toks[k] = batch[k].token;
+            toklens[k] = RL_TOKEN_LEN;
+        }
+        st = rl_many_release(s->client, m, names, lens, toks, toklens, flags, &o);
+    }
+    if (st == RL_NOMEM)
+        for (int k = 0; k < m; k++) rl_lock_release(s->client, batch[k].res, batch[k].reslen, batch[k].token, RL_TOKEN_LEN, &o);
+    free(names);
+    free(toks);
+    free(lens);
+    free(toklens);
+    free(flags);
+}
+
+/* The most locks given back in one script per node: the size of a
+ * release_many call, whose script takes 1,000 keys to a command. */
+#define RL_RELEASE_ALL_BATCH 1000
+
 int rl_session_release_all(rl_session *s) {
     int n = 0;
     for (;;) {
@@ -621,15 +653,24 @@ int rl_session_release_all(rl_session *s) {
             pthread_mutex_unlock(&s->mu);
             return n;
         }
-        rl_held h = s->held[s->nheld - 1];
-        count_hold(s, &h, rl_now_us());
-        rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, s->nheld - 1);
-        s->nheld--;
+        int m = s->nheld < RL_RELEASE_ALL_BATCH ? s->nheld : RL_RELEASE_ALL_BATCH;
+        rl_held one, *batch = m > 1 ? malloc((size_t)m * sizeof *batch) : NULL;
+        if (!batch) {
+            batch = &one;
+            m = 1;
+        }
+        int64_t now = rl_now_us();
+        for (int k = 0; k < m; k++) {
+            batch[k] = s->held[s->nheld - 1];
+            count_hold(s, &batch[k], now);
+            rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, s->nheld - 1);
+            s->nheld--;
+        }
         pthread_mutex_unlock(&s->mu);
-        rl_outcome o;
-        rl_lock_release(s->client, h.res, h.reslen, h.token, RL_TOKEN_LEN, &o);
-        free(h.res);
-        n++;
+        release_batch(s, batch, m);
+        for (int k = 0; k < m; k++) free(batch[k].res);
+        if (batch != &one) free(batch);
+        n += m;
     }
 }
 
