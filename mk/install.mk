@@ -28,11 +28,17 @@ INSTALLED   = $(DESTDIR)$(LIBDIR)/redlock.so
 
 # A file that a Debian package owns (the .deb of `make deb`) is dpkg's to
 # replace or remove: `make install` and `make uninstall` leave it alone.
+# dpkg lists a file under one spelling of its path, so each is asked: as
+# given, with its links resolved (LIBDIR through a symbolic link), and with
+# and without /usr (a merged-/usr system's /lib is /usr/lib), as
+# scripts/build-deb.sh does.
 define refuse_if_packaged
-	@if [ -z '$(DESTDIR)' ] && owner=$$(dpkg-query -S '$(LIBDIR)/redlock.so' 2>/dev/null); then \
-	  owner=$${owner%%:*}; \
-	  echo "redlock: $(LIBDIR)/redlock.so belongs to the Debian package $$owner: remove it with 'apt-get remove $$owner', or give another LIBDIR=" >&2; \
-	  exit 1; fi
+	@if [ -z '$(DESTDIR)' ]; then p='$(LIBDIR)/redlock.so'; owner=; \
+	  for c in "$$p" "$$(readlink -f "$$p" 2>/dev/null)" "/usr$$p" "$${p#/usr}"; do \
+	    [ -n "$$c" ] && owner=$$(dpkg-query -S "$$c" 2>/dev/null) && break; owner=; done; \
+	  if [ -n "$$owner" ]; then owner=$${owner%%:*}; \
+	    echo "redlock: $(LIBDIR)/redlock.so belongs to the Debian package $$owner: remove it with 'apt-get remove $$owner', or give another LIBDIR=" >&2; \
+	    exit 1; fi; fi
 endef
 
 .PHONY: install uninstall deb version

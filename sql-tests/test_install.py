@@ -516,3 +516,33 @@ def test_ensure_deps_leaves_an_installed_redis_alone():
     rc, calls = _ensure_deps_with(["redis-server", "libssl-dev"])
     eq(rc, 0, "ensure-deps with redis-server missing")
     eq(calls, ["disable --now redis-server"], "systemctl calls when redis-server was just installed")
+
+
+def test_packaged_file_found_through_a_directory_alias():
+    """make install and make uninstall leave a file that a Debian package
+    owns alone when LIBDIR names its directory through a symbolic link (as
+    /lib is /usr/lib on a merged-/usr system): dpkg lists the file under its
+    real path only. A fake dpkg database (DPKG_ADMINDIR) owns real/redlock.so."""
+    d = tempfile.mkdtemp(dir=_scratch.name)
+    real, link, admin = (os.path.join(d, x) for x in ("real", "link", "dpkg"))
+    os.makedirs(real)
+    os.symlink(real, link)
+    os.makedirs(os.path.join(admin, "info"))
+    os.makedirs(os.path.join(admin, "updates"))
+    with open(os.path.join(admin, "status"), "w") as f:
+        f.write("Package: fakepkg\nStatus: install ok installed\nVersion: 1\nArchitecture: all\n"
+                "Maintainer: x <x@example.org>\nDescription: stands in for the .deb\n\n")
+    open(os.path.join(admin, "available"), "w").close()
+    target = os.path.join(real, "redlock.so")
+    with open(os.path.join(admin, "info", "fakepkg.list"), "w") as f:
+        f.write(target + "\n")
+    with open(target, "w") as f:
+        f.write("the package's file\n")
+    env = _env(DPKG_ADMINDIR=admin)
+    for verb in ("uninstall", "install"):
+        for libdir in (real, link):
+            rc, out, err = _make(verb, "LIBDIR=" + libdir, ok=False, env=env)
+            check(rc != 0 and "belongs to the Debian package fakepkg" in err,
+                  "make %s LIBDIR=%s should refuse (rc %d): %r" % (verb, libdir, rc, err))
+            with open(target) as f:
+                eq(f.read(), "the package's file\n", "the package's file after make %s LIBDIR=%s" % (verb, libdir))
