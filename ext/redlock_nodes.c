@@ -102,7 +102,6 @@ static void text_or_null(sqlite3_context *ctx, const char *s) {
 static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     nodes_cursor *cur = (nodes_cursor *)c;
     const rl_node_view *r = &cur->rows[cur->c.i];
-    char url[RL_URL_MAX];
     /* In an UPDATE, columns the statement does not set stay "unchanged", so
      * xUpdate can tell them from values the user wrote. */
     if ((col == COL_STATE || col == COL_LAST_ERROR || col == COL_URL || col == COL_PASSWORD || col == COL_TIMEOUT ||
@@ -119,10 +118,13 @@ static int nodes_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     case COL_TIMEOUT: sqlite3_result_int64(ctx, r->timeout_ms); break;
     case COL_STATE: text_or_null(ctx, r->state); break;
     case COL_LAST_ERROR: text_or_null(ctx, r->last_error[0] ? r->last_error : NULL); break;
-    case COL_URL:
-        rl_endpoint_format_url(&r->ep, url, sizeof url);
-        sqlite3_result_text(ctx, url, -1, SQLITE_TRANSIENT);
+    case COL_URL: {
+        char *url = sqlite3_malloc(RL_URL_MAX); /* the longest shown: too much for a host thread's stack */
+        if (!url) return SQLITE_NOMEM;
+        rl_endpoint_format_url(&r->ep, url, RL_URL_MAX);
+        sqlite3_result_text(ctx, url, -1, sqlite3_free);
         break;
+    }
     case COL_TLS: sqlite3_result_int(ctx, r->ep.tls); break;
     case COL_TLS_RESUMED: sqlite3_result_int64(ctx, r->tls_resumed); break;
     }

@@ -267,3 +267,20 @@ def test_whole_numbers_as_reals():
     redlock_error(con, "INSERT INTO redlock_nodes(host, port) VALUES (?, ?)", n.host, 6379.5,
                   contains=("port must be a whole number",))
     eq(count(con), 1, "rows after the refused INSERTs")
+
+
+def test_long_url_is_shown_whole_and_writes_back():
+    """The url column of a node with a long user name (percent-encoded, up
+    to three bytes a byte) and a long TLS path is shown whole, never cut, and
+    writing it back (the documented SET url = url) keeps the node as it was."""
+    con = h.connect([])
+    path = "/etc/ssl/certs/" + "./" * 400 + "ca-certificates.crt"
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", ("rediss://127.0.0.1:6380?tls_ca_file=%s&tls_verify=1" % path,))
+    con.execute("UPDATE redlock_nodes SET username = ?", ("\u00e9" * 256,))
+    url = value(con, "SELECT url FROM redlock_nodes")
+    check(url.endswith("tls_ca_file=%s" % path) or url.endswith("tls_ca_file=%s&tls_verify=1" % path)
+          or ("tls_ca_file=%s&" % path) in url, "the url column ends cut: ...%r" % url[-60:])
+    check(url.startswith("rediss://" + "%C3%A9" * 256 + "@127.0.0.1:6380/0"), "the url's start: %r" % url[:40])
+    con.execute("UPDATE redlock_nodes SET url = url")
+    eq(value(con, "SELECT url FROM redlock_nodes"), url, "the url after writing it back")
+    eq(value(con, "SELECT username FROM redlock_nodes"), "\u00e9" * 256, "the user name after writing the url back")

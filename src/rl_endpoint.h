@@ -16,7 +16,6 @@
 
 #include "rl_error.h"
 
-#define RL_URL_MAX 2048
 #define RL_HOST_MAX 255
 #define RL_CRED_MAX 512
 #define RL_DB_MAX 1000000
@@ -25,6 +24,14 @@
 /* The largest node timeout (URL option, timeout_ms column and setting). */
 #define RL_TIMEOUT_MAX_MS 600000
 #define RL_PATH_MAX 1024
+/* The longest URL taken and shown, with its NUL: room for every part at
+ * its largest, percent-encoded (three bytes a byte), so a node made by
+ * columns is always shown whole and its URL always reads back. */
+#define RL_URL_MAX 16384
+_Static_assert(RL_URL_MAX > sizeof "rediss://" + 3 * RL_CRED_MAX + 1 + 3 * RL_CRED_MAX + 1 + RL_HOST_MAX + 2 +
+                               sizeof ":65535/1000000?timeout_ms=600000&tls_verify=1" +
+                               4 * (sizeof "&tls_cert_file=" + 3 * RL_PATH_MAX),
+               "RL_URL_MAX holds the longest URL");
 
 /* A node's own TLS settings; each unset one is the client's. */
 enum { RL_TLS_VERIFY_INHERIT, RL_TLS_VERIFY_OFF, RL_TLS_VERIFY_ON };

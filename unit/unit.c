@@ -121,7 +121,9 @@ static void test_url_parse(void) {
     memcpy(longurl, "redis://", 8);
     rl_endpoint ep;
     rl_error err = {0};
-    expect(rl_endpoint_parse_url(longurl, sizeof longurl, &ep, &err) == -1 && strstr(err.msg, "at most 2048 bytes"),
+    char limit[48];
+    snprintf(limit, sizeof limit, "at most %d bytes", RL_URL_MAX);
+    expect(rl_endpoint_parse_url(longurl, sizeof longurl, &ep, &err) == -1 && strstr(err.msg, limit),
            "url_parse", "a %zu-byte URL: '%s'", sizeof longurl, err.msg);
     expect(rl_endpoint_parse_url("redis://h\0x", 11, &ep, &err) == -1 && strstr(err.msg, "NUL"), "url_parse",
            "a URL with a NUL: '%s'", err.msg);
