@@ -109,3 +109,18 @@ def test_lost_lock_counted_1n():
     h.wait_until(lambda: value(con, "SELECT redlock_validity('lost1')") == 0, what="validity ran out")
     eq(value(con, "SELECT redlock_release('lost1')"), 0, "release of an expired lock")
     eq(lock_stats(con, "lost1")["lost"], 1, "counted as lost")
+
+
+def test_lock_stats_keep_a_bounded_size_of_names_1n():
+    """redlock_lock_stats keeps at most 1 MiB of names (each may be 64 KiB,
+    and each scan copies them): names past that are not counted, the ones
+    kept stay exact."""
+    with h.Cluster(1) as cl:
+        con = h.connect(cl)
+        names = ["%03d" % i + "n" * 60000 for i in range(30)]
+        for name in names:
+            is_token(value(con, "SELECT redlock_acquire(?, 10000)", name))
+            eq(value(con, "SELECT redlock_release(?)", name), 1, "release")
+        kept = con.execute("SELECT resource FROM redlock_lock_stats").fetchall()
+        eq(len(kept), 1024 * 1024 // 60003, "names kept (60,003 bytes each, 1 MiB in all)")
+        eq(sorted(r[0] for r in kept), names[:len(kept)], "the names kept are the first ones, whole")

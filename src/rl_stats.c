@@ -52,7 +52,7 @@ rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen)
         rl_lockstat *row = &ls->rows[ls->slots[i].row - 1];
         if (row->reslen == reslen && memcmp(row->res, res, reslen) == 0) return row;
     }
-    if (ls->n >= RL_LOCKSTATS_MAX) {
+    if (ls->n >= RL_LOCKSTATS_MAX || reslen > RL_LOCKSTATS_BYTES - ls->bytes) {
         ls->untracked++;
         return NULL;
     }
@@ -69,6 +69,7 @@ rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen)
     memcpy(row->res, res, reslen);
     row->res[reslen] = '\0';
     row->reslen = reslen;
+    ls->bytes += reslen;
     ls->slots[i] = (rl_lockstat_slot){.row = ++ls->n, .hash = hash}; /* the empty slot the probe stopped at */
     return row;
 }

@@ -37,9 +37,12 @@ void rl_stats_latency(rl_node_stats *st, int64_t us);
 /* p50 and p99 of the window in µs; -1 for both when it is empty. */
 void rl_stats_percentiles(const rl_node_stats *st, int64_t *p50, int64_t *p99);
 
-/* Names a session keeps statistics for; a name first used after that many
- * others is not counted. */
+/* Names a session keeps statistics for, and the bytes of those names
+ * (a name may be 64 KiB long, and each scan of the table copies them); a
+ * name first used after that many others, or that would pass the bytes,
+ * is not counted. */
 #define RL_LOCKSTATS_MAX 1000
+#define RL_LOCKSTATS_BYTES (1024 * 1024)
 
 typedef struct rl_lockstat {
     char *res;               /* owned, reslen bytes (+ NUL) */
@@ -64,12 +67,14 @@ typedef struct rl_lockstat_slot {
 typedef struct rl_lockstats {
     rl_lockstat *rows;
     int n, cap;
+    size_t bytes;            /* of the rows' names, at most RL_LOCKSTATS_BYTES */
     rl_lockstat_slot *slots; /* owned, RL_LOCKSTATS_SLOTS of them, by name hash */
-    int64_t untracked;       /* calls on names beyond RL_LOCKSTATS_MAX */
+    int64_t untracked;       /* calls on names beyond RL_LOCKSTATS_MAX or RL_LOCKSTATS_BYTES */
 } rl_lockstats;
 
-/* The row of res, added when new; NULL when RL_LOCKSTATS_MAX names are kept
- * already (counted in untracked) or on OOM. */
+/* The row of res, added when new; NULL when RL_LOCKSTATS_MAX names, or
+ * RL_LOCKSTATS_BYTES of names, are kept already (counted in untracked) or
+ * on OOM. */
 rl_lockstat *rl_stats_lock_get(rl_lockstats *ls, const char *res, size_t reslen);
 
 /* Frees every row. */
