@@ -377,3 +377,48 @@ def test_unanswered_keeper_extend_counts_as_possibly_run_3n():
         finally:
             for p in ps:
                 p.close()
+
+
+def test_extend_that_never_went_out_changes_nothing_3n():
+    """An extend refused before it reached any node (every node known down,
+    so nothing was sent) cannot have run: the lock keeps its validity."""
+    with h.Cluster(3) as c:
+        a = h.connect(c, timeout_ms=200, reconnect_max_ms=60000, reconnect_min_ms=60000)
+        is_token(value(a, "SELECT redlock_acquire('y', 60000)"), "a takes y for a minute")
+        for n in c:
+            n.stop()
+        try:
+            h.redlock_error(a, "SELECT redlock_extend('y', 60000)", contains=("nodes failed",))
+            h.redlock_error(a, "SELECT redlock_extend('y', 1000)", contains=("nodes failed",))
+            left = value(a, "SELECT redlock_validity('y')")
+            check(left is not None and left > 50000,
+                  "y's validity after an extend that went to no node: %r ms (the keys keep a minute)" % left)
+        finally:
+            for n in c:
+                n.cont()
+        h.settle(a)
+        check(all(n.pttl("y") > 50000 for n in c), "the keys: %r" % [n.pttl("y") for n in c])
+
+
+def test_auto_extension_comes_before_the_cap_of_an_unanswered_extend_3n():
+    """After an unanswered redlock_extend to 3 s (which ran: the keys were
+    cut), the auto-extension must renew the lock before those 3 s are up,
+    with the lock's own TTL, once the nodes answer again; it used to wait
+    for its usual time (a third of 30 s), and the lock was lost though
+    every node was back."""
+    with h.Cluster(3) as c:
+        a = h.connect(c, timeout_ms=200, auto_extend=1, reconnect_min_ms=20, reconnect_max_ms=40)
+        is_token(value(a, "SELECT redlock_acquire('x', 30000)"), "a takes x for 30 s, auto-extended")
+        for n in c[1:]:
+            n.stop()
+        try:
+            h.redlock_error(a, "SELECT redlock_extend('x', 3000)", contains=("nodes failed",))
+        finally:
+            for n in c[1:]:
+                n.cont()
+        left = value(a, "SELECT redlock_validity('x')")
+        check(left is not None and left <= 3000, "a counts %r ms left after the unanswered extend to 3 s" % left)
+        h.wait_until(lambda: (value(a, "SELECT redlock_validity('x')") or 0) > 3000, 10,
+                     what="the auto-extension renews x to its 30 s before the 3 s are up")
+        pttls = [n.pttl("x") for n in c]
+        check(sum(p > 3000 for p in pttls) >= 2, "the keys after the renewal: %r" % pttls)

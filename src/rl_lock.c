@@ -622,6 +622,7 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         rl_round_run(c, &r);
         int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, r.end_us);
         count_votes(out, &r);
+        out->sent = rl_round_sent(c, &r);
         if (r.yes >= out->quorum && validity > 0) {
             out->validity_ms = validity / 1000;
             out->valid_until_us = r.end_us + validity;
@@ -719,8 +720,9 @@ static void item_outcome(rl_client *c, const rl_round *r, rl_extend_item *it, in
     }
 }
 
-rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op) {
+rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op, int *sent) {
     *op = 0;
+    *sent = 0;
     if (n <= 0) return RL_OK;
     rl_outcome tmp;
     memset(&tmp, 0, sizeof tmp);
@@ -783,6 +785,7 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
                       .guard_applies = 1, .strict_no = 1, .withhold = 1, .nitems = n, .items = answers,
                       .votes = votes};
         rl_round_run(c, &r);
+        *sent = rl_round_sent(c, &r);
         for (int k = 0; k < n; k++) {
             item_outcome(c, &r, &items[k], k, quorum);
             if (items[k].status != RL_REFUSED) continue;

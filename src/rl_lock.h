@@ -39,6 +39,8 @@ typedef struct rl_outcome {
                                 the clock then (0: it did not say) */
     long long fence;         /* OK acquire with fencing on: the fence number */
     int nodes, quorum, yes, no, fail;
+    int sent;                /* an extend: the nodes its command went out to (it
+                                may have run there, answered or not) */
     int attempts;
     uint64_t op;             /* the client's operation count when the call ended: of
                                 two calls on one client, the later one on the wire
@@ -81,10 +83,11 @@ typedef struct rl_extend_item {
  * rl_lock_extend keeps them). Each lock's votes are counted, its validity
  * computed from the round's start and end, and a lost one cleaned up,
  * exactly as rl_lock_extend does for one. *op receives the client's
- * operation count after the round (rl_outcome.op). Returns RL_OK when the
+ * operation count after the round (rl_outcome.op), *sent the nodes the
+ * round's command went out to (rl_outcome.sent). Returns RL_OK when the
  * round ran (each item says how its lock fared), else RL_MISUSE or
  * RL_NOMEM for all of them (each item says why). Caller must not hold c->mu. */
-rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op);
+rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64_t *op, int *sent);
 
 /* As rl_lock_extend, for a shared lock: limit is the max_holders it was
  * taken with as text (the node refuses another), quorum the yes votes

@@ -600,6 +600,12 @@ void rl_round_run(rl_client *c, rl_round *r) {
         if (c->round_cmd[d].cap > RL_ROUND_CMD_KEEP) rl_buf_free(&c->round_cmd[d]);
 }
 
+int rl_round_sent(const rl_client *c, const rl_round *r) {
+    int n = 0;
+    for (int i = 0; i < c->n; i++) n += r->votes[i].went_out != 0;
+    return n;
+}
+
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];

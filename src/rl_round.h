@@ -59,6 +59,9 @@ typedef struct rl_round {
 /* Runs the round. Caller holds c->mu and provides r->votes[c->n]. */
 void rl_round_run(rl_client *c, rl_round *r);
 
+/* How many nodes round r's command went out to: it may have run there. */
+int rl_round_sent(const rl_client *c, const rl_round *r);
+
 /* Sends a compare-and-delete (argv as for RL_K_RELEASE) to every node that
  * may hold the key after round r (said yes, did not answer, or timed out),
  * without waiting for any reply. */

@@ -480,7 +480,8 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
      * its PEXPIRE ran last on the nodes, whichever of them gets here last. */
     if (i >= 0 && same_token(&s->held[i], token, toklen) && out->op > s->held[i].op) {
         rl_held *h = &s->held[i];
-        if (st != RL_MISUSE) h->op = out->op; /* a misuse sent nothing */
+        int undecided = out->sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE; /* may have run all the same */
+        if (st == RL_OK || st == RL_REFUSED || undecided) h->op = out->op;
         if (st == RL_OK) {
             h->valid_until_us = out->valid_until_us;
             h->ttl_ms = ttl_ms;
@@ -489,8 +490,16 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
             forget(s, i);
-        } else if (st != RL_MISUSE) {
+        } else if (undecided) {
             rl_held_cap_unanswered(h, ran_until);
+            /* The keeper extends it again before the cap, with its own TTL,
+             * rather than at its usual time (unless its extend is on its
+             * way: INT64_MAX, and its result reschedules). */
+            int64_t now = rl_now_us(), soon = now + (ran_until - now) / 3;
+            if (h->auto_extend && h->next_extend_us != INT64_MAX && h->next_extend_us > soon) {
+                h->next_extend_us = soon;
+                pthread_cond_broadcast(&s->wake);
+            }
         }
     }
     i = find(s, res, reslen);

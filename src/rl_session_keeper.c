@@ -138,7 +138,7 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
 /* What the keeper's extend of held lock h (item it, ending with op) means
  * for it: as for one extend, only a call that decided after the owner's
  * last one counts. Caller holds s->mu. */
-static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, rl_status call) {
+static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, int sent, rl_status call) {
     int64_t ran_until = h->inflight_until_us;
     h->inflight_until_us = 0;
     int64_t now = rl_now_us(), ttl = it->ttl_ms;
@@ -149,8 +149,8 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         return;
     }
     rl_status st = call == RL_OK ? it->status : call;
-    h->op = op;
-    if (st != RL_OK && st != RL_REFUSED) rl_held_cap_unanswered(h, ran_until);
+    if (st == RL_OK || st == RL_REFUSED || (sent && st != RL_MISUSE)) h->op = op;
+    if (sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE) rl_held_cap_unanswered(h, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = it->valid_until_us;
         h->extensions++;
@@ -172,7 +172,8 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
 static void extend_batch(rl_session *s, batch *b) {
     pthread_mutex_unlock(&s->mu);
     uint64_t op;
-    rl_status call = rl_lock_extend_many(s->client, b->items, b->n, &op);
+    int sent;
+    rl_status call = rl_lock_extend_many(s->client, b->items, b->n, &op, &sent);
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->nheld; i++) {
         rl_held *h = &s->held[i];
@@ -186,7 +187,7 @@ static void extend_batch(rl_session *s, batch *b) {
         if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0 || h->reslen != it->reslen ||
             memcmp(h->res, it->res, it->reslen) != 0)
             continue;
-        apply(s, h, it, op, call);
+        apply(s, h, it, op, sent, call);
     }
     pthread_cond_broadcast(&s->wake); /* a detach may wait for one of these extends */
     free(b->items);
@@ -239,8 +240,9 @@ static void extend_one(rl_session *s, int i) {
         if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
         return;
     }
-    if (st != RL_MISUSE) h->op = o.op; /* a misuse sent nothing */
-    if (st != RL_OK && st != RL_REFUSED && st != RL_MISUSE) rl_held_cap_unanswered(h, ran_until);
+    int undecided = o.sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE; /* may have run all the same */
+    if (st == RL_OK || st == RL_REFUSED || undecided) h->op = o.op;
+    if (undecided) rl_held_cap_unanswered(h, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
