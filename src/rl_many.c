@@ -483,7 +483,7 @@ static int rel_inspect(void *ctx, int node, int state, const rl_reply *rep, char
 }
 
 rl_status rl_many_release(rl_client *c, int n, const char *const *res, const size_t *lens, const char *const *toks,
-                          const size_t *toklens, unsigned char *released, rl_outcome *out) {
+                          const size_t *toklens, int wait_all, unsigned char *released, rl_outcome *out) {
     memset(out, 0, sizeof *out);
     for (int j = 0; j < n; j++) {
         released[j] = 0;
@@ -511,11 +511,10 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
         for (int j = 1; j < n && same; j++)
             same = toklens[j] == toklens[0] && memcmp(toks[j], toks[0], toklens[0]) == 0;
         for (int j = 0; j < (same ? 1 : n); j++) k.argv[x] = toks[j], k.lens[x++] = toklens[j];
-        /* Every node's answer is wanted (each name has its own count), each
-         * bounded by its node's timeout. Only one token can be masked in
-         * error texts: the first (all of them when they are the same). */
+        /* Only one token can be masked in error texts: the first (all of
+         * them when they are the same). */
         rl_round r = {.kind = RL_K_RELEASE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
-                      .wait_all = 1, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
+                      .wait_all = wait_all, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
                       .inspect = rel_inspect, .inspect_ctx = &s};
         rl_round_run(c, &r);
         count_votes(out, &r);

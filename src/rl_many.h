@@ -52,8 +52,12 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
  * on a quorum, else 0. RL_OK when every name is decided (deleted, or not
  * ours on enough nodes to rule a quorum out); RL_NO_QUORUM when some name
  * is not (too few nodes answered), out->msg naming the failing nodes; the
- * flags of the decided names are set all the same. */
+ * flags of the decided names are set all the same. With wait_all, every
+ * node's answer is waited for (each bounded by its timeout), so that each
+ * name gets every vote it can; without, the call ends once a quorum of the
+ * nodes has answered, as one lock's release does (the others' answers are
+ * read later), for a caller that does not need each name's count. */
 rl_status rl_many_release(rl_client *c, int n, const char *const *res, const size_t *lens, const char *const *toks,
-                          const size_t *toklens, unsigned char *released, rl_outcome *out);
+                          const size_t *toklens, int wait_all, unsigned char *released, rl_outcome *out);
 
 #endif

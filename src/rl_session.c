@@ -639,7 +639,7 @@ static void release_batch(rl_session *s, const rl_held *batch, int m) {
             toks[k] = batch[k].token;
             toklens[k] = RL_TOKEN_LEN;
         }
-        st = rl_many_release(s->client, m, names, lens, toks, toklens, flags, &o);
+        st = rl_many_release(s->client, m, names, lens, toks, toklens, 0, flags, &o);
     }
     if (st == RL_NOMEM)
         for (int k = 0; k < m; k++) rl_lock_release(s->client, batch[k].res, batch[k].reslen, batch[k].token, RL_TOKEN_LEN, &o);
@@ -821,7 +821,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
             unsigned char *rel = malloc((size_t)n);
             rl_outcome tmp;
             for (int j = 0; toks && toklens && j < n; j++) toks[j] = token, toklens[j] = RL_TOKEN_LEN;
-            if (toks && toklens && rel) rl_many_release(s->client, n, res, lens, toks, toklens, rel, &tmp);
+            if (toks && toklens && rel) rl_many_release(s->client, n, res, lens, toks, toklens, 1, rel, &tmp);
             free(toks);
             free(toklens);
             free(rel);
@@ -934,7 +934,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
         goto out;
     }
     if (m > 0) {
-        st = rl_many_release(s->client, m, names, namelens, toks, toklens, flags, out);
+        st = rl_many_release(s->client, m, names, namelens, toks, toklens, 1, flags, out);
         /* Known lost before this call: not ours, whatever the delete found. */
         for (int k = 0; k < m; k++) *released += flags[k] && !was_lost[k];
     }
