@@ -149,3 +149,35 @@ def test_interrupt_ends_the_wait_for_subscriptions():
             check(str(err).startswith("redlock: interrupted"), "the error should say interrupted: %r" % err)
         finally:
             c.nodes[2].cont()
+
+
+def test_release_during_the_wait_for_subscriptions_is_not_missed():
+    """While the waiter waits for a hung node to confirm its subscription,
+    a release announced on the live nodes must end that wait: the waiter
+    gets in at once, not when the wait for the confirmation runs out."""
+    with h.Cluster(3) as c:
+        reader = h.connect(c)
+        is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
+        h.settle(reader)
+        con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
+        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the writer's connections are up")
+        c.nodes[2].stop()
+        try:
+            got = {}
+
+            def run():
+                got["tok"] = value(con, "SELECT redlock_acquire('busy', 10000, %d)" % WAIT_MS)
+                got["end"] = time.monotonic()
+
+            t = threading.Thread(target=run)
+            t.start()
+            h.wait_until(lambda: all(n.cmd("PUBSUB", "NUMSUB", "busy:released")[1] >= 1 for n in c.nodes[:2]),
+                         timeout=WAIT_MS / 1000.0 / 2, what="the waiter subscribed on the live nodes")
+            start = time.monotonic()
+            eq(value(reader, "SELECT redlock_release('busy')"), 1, "the holder leaves")
+            t.join(WAIT_MS / 1000.0 + 10)
+            check(not t.is_alive(), "the waiting call did not end")
+            is_token(got.get("tok"), "the waiter, once the holder left")
+            check(got["end"] - start < BOUND_S, "the waiter got in %.2f s after the release" % (got["end"] - start))
+        finally:
+            c.nodes[2].cont()

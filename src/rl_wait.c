@@ -94,7 +94,7 @@ static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
 
 int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us) {
     int64_t now = rl_now_us(), deadline = now;
-    int cancelled = 0;
+    int cancelled = 0, woken = 0;
     channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
     int *confirmed = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *confirmed);
     struct pollfd *pfd = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *pfd);
@@ -121,11 +121,13 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
      * caller's deadline, and slice by slice the caller may cancel it. */
     if (deadline > until_us) deadline = until_us;
     for (;;) {
+        /* The confirmed ones are polled too: a release announced there
+         * ends the wait. */
         int k = 0, waiting = 0;
         for (int i = 0; i < c->n; i++) {
             rl_node *node = c->nodes[i];
-            if (!node->sub_ready || confirmed[i] >= 2 || confirmed[i] < 0 || node->sub->broken) continue;
-            waiting++;
+            if (!node->sub_ready || confirmed[i] < 0 || node->sub->broken) continue;
+            waiting += confirmed[i] < 2;
             pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
             who[k++] = i;
         }
@@ -144,8 +146,11 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
             if (!pfd[j].revents) continue;
             rl_node *node = c->nodes[who[j]];
             rl_conn_progress(node->sub, pfd[j].revents);
-            read_sub(node, &chs[who[j]], &confirmed[who[j]]);
+            woken |= read_sub(node, &chs[who[j]], &confirmed[who[j]]);
         }
+        /* A release came on a confirmed subscription: the caller tries again
+         * now rather than after a hung node's confirmation that never comes. */
+        if (woken) break;
     }
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];

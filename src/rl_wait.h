@@ -20,9 +20,10 @@
 
 /* Subscribes every reachable node to the channels of key (keylen bytes)
  * and waits for the confirmations: at most each node's timeout, never past
- * until_us (the caller's own deadline, rl_now_us() time), and not for a
- * node that answered with an error. Returns how many nodes confirmed, or
- * -1 when the client's cancel callback ended the wait. Caller holds c->mu. */
+ * until_us (the caller's own deadline, rl_now_us() time), not for a node
+ * that answered with an error, and no longer once a release was announced
+ * on a confirmed one. Returns how many nodes confirmed, or -1 when the
+ * client's cancel callback ended the wait. Caller holds c->mu. */
 int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us);
 
 /* Waits up to wait_us for a release message on key's channels. Drops
