@@ -114,16 +114,23 @@ def test_wait_without_channel_rights_ends_with_wait_ms():
             check(took < BOUND_S, "the 100 ms wait took %.2f s (node timeout %d ms)" % (took, LONG_TIMEOUT_MS))
 
 
+def _reader_and_writer(c):
+    """A connection holding 'busy' shared, and a writer's connection (node
+    timeout LONG_TIMEOUT_MS) already connected to every node."""
+    reader = h.connect(c)
+    is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
+    h.settle(reader)
+    con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
+    is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the writer's connections are up")
+    return reader, con
+
+
 def test_wait_is_not_held_up_by_a_write_paused_node():
     """The writer-waiting marker's round decides nothing: it must not wait
     for a node paused for writes (CLIENT PAUSE WRITE), which answers only
     when the pause ends, while the other nodes have answered."""
     with h.Cluster(3) as c:
-        reader = h.connect(c)
-        is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
-        h.settle(reader)
-        con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
-        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the writer's connections are up")
+        reader, con = _reader_and_writer(c)
         c.nodes[2].cmd("CLIENT", "PAUSE", str(LONG_TIMEOUT_MS * 2), "WRITE")
         try:
             got, took = _timed(con, "SELECT redlock_acquire('busy', 1000, 100)")
@@ -156,11 +163,7 @@ def test_release_during_the_wait_for_subscriptions_is_not_missed():
     a release announced on the live nodes must end that wait: the waiter
     gets in at once, not when the wait for the confirmation runs out."""
     with h.Cluster(3) as c:
-        reader = h.connect(c)
-        is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
-        h.settle(reader)
-        con = h.connect(c, timeout_ms=LONG_TIMEOUT_MS)
-        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the writer's connections are up")
+        reader, con = _reader_and_writer(c)
         c.nodes[2].stop()
         try:
             got = {}
