@@ -222,6 +222,32 @@ def test_fence_counter_outlives_an_extended_lock():
           "counter expired while the lock was still held)" % (f2, f1, _counters(c, "fo:fence")))
 
 
+def test_extend_with_fencing_off_still_stretches_the_counter():
+    """A fleet in the middle of a settings change: the lock was taken with
+    fencing on, and is extended (by token, or by the keeper) from a
+    connection with fencing off. The extend must still make the counter
+    and the floor live as long as the lock, or the counter expires under
+    the lock and the next holder's number starts again at 1."""
+    c = h.shared_cluster(3)
+    a = h.connect(env(c), fence_ttl_ms=1)
+    b = h.connect(env(c), fencing=0)
+    k = h.connect(env(c), fencing=1, fence_ttl_ms=1, auto_extend=1)
+    for con, how in ((b, "by token from a fencing-off connection"), (k, "by its keeper, fencing turned off")):
+        tok = is_token(value(a if con is b else k, "SELECT redlock_acquire('fx', 1000)"), "the lock " + how)
+        if con is b:
+            check(value(b, "SELECT redlock_extend('fx', 60000, ?)", tok) > 0, "extend " + how)
+        else:
+            value(k, "SELECT redlock_config('fencing', 0)")
+            before = lock_row(k, "fx")["extensions"]
+            h.wait_until(lambda: lock_row(k, "fx")["extensions"] > before, 30, what="a keeper extension")
+        h.settle(a, b, k)
+        locks, counters = _pttls(c, "fx"), _pttls(c, "fx:fence")
+        check(all(f >= l - 100 for l, f in zip(locks, counters)),
+              "extended %s: the counter should live as long as the lock (PTTLs of the lock %r, of the counter %r)"
+              % (how, locks, counters))
+        eq(value(a if con is b else k, "SELECT redlock_release('fx', ?)", tok), 1, "release")
+
+
 # --------------------------------------------------------------------------
 # write-back and restarts
 # --------------------------------------------------------------------------

@@ -597,16 +597,14 @@ rl_status rl_lock_extend_with(rl_client *c, const char *res, size_t reslen, cons
         if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
         char ttl[RL_DECIMAL_MAX];
         size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms); /* checked: 1 or more */
-        int fenced = c->set.fencing != 0;
-        const char *argv[10] = {"EVAL", RL_SCRIPT_EXTEND, fenced ? "3" : "1", k.key};
-        size_t lens[10] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen};
-        int argc = 4;
-        if (fenced) {
-            argv[argc] = k.fkey;
-            lens[argc++] = k.fkeylen;
-            argv[argc] = k.flkey;
-            lens[argc++] = k.flkeylen;
-        }
+        /* The counter and floor are stretched whatever this connection's
+         * fencing setting: the lock may have been taken with it on (by
+         * another connection, or before it was turned off), and its next
+         * holder's number must still be higher. Keys that hold no number
+         * (none yet, with fencing off everywhere) are left alone. */
+        const char *argv[10] = {"EVAL", RL_SCRIPT_EXTEND, "3", k.key, k.fkey, k.flkey};
+        size_t lens[10] = {4, sizeof RL_SCRIPT_EXTEND - 1, 1, k.keylen, k.fkeylen, k.flkeylen};
+        int argc = 6;
         argv[argc] = token;
         lens[argc++] = toklen;
         argv[argc] = ttl;
@@ -657,13 +655,12 @@ static rl_status items_fail(rl_extend_item *items, int n, rl_status st, const ch
 }
 
 /* The keys of n items in one allocation: key k at kv[k] (prefix +
- * resource), its fence counter at kv[n + k] when fenced (their fencing
- * floors then go after them, each once, from fl). NULL on OOM; free the
- * returned block only. */
-static char *many_keys(const rl_client *c, const rl_extend_item *items, int n, int fenced, const char **kv,
-                       size_t *lens) {
+ * resource), its fence counter at kv[n + k] (their fencing floors then go
+ * after them, each once, from fl). NULL on OOM; free the returned block
+ * only. */
+static char *many_keys(const rl_client *c, const rl_extend_item *items, int n, const char **kv, size_t *lens) {
     size_t pl = strlen(c->set.key_prefix), sl = sizeof FENCE_SUFFIX - 1, total = 0;
-    for (int k = 0; k < n; k++) total += (pl + items[k].reslen) * (fenced ? 2 : 1) + (fenced ? sl : 0);
+    for (int k = 0; k < n; k++) total += (pl + items[k].reslen) * 2 + sl;
     char *block = malloc(total ? total : 1), *p = block;
     if (!block) return NULL;
     for (int k = 0; k < n; k++) {
@@ -672,7 +669,6 @@ static char *many_keys(const rl_client *c, const rl_extend_item *items, int n, i
         memcpy(p + pl, items[k].res, items[k].reslen);
         lens[k] = pl + items[k].reslen;
         p += lens[k];
-        if (!fenced) continue;
         kv[n + k] = p;
         memcpy(p, kv[k], lens[k]);
         memcpy(p + lens[k], FENCE_SUFFIX, sl);
@@ -735,8 +731,10 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     if (n > RL_REPLY_MAX_ELEMENTS / 2) return items_fail(items, n, RL_MISUSE, "too many locks for one round");
     pthread_mutex_lock(&c->mu);
     rl_status st = RL_OK;
-    int fenced = c->set.fencing != 0, quorum = rl_client_quorum(c);
-    int nkeys = fenced ? 2 * n : n, argc = 3 + (fenced ? 3 * n : n) + 2 * n + 1; /* room for the most floors */
+    /* Counters and floors are stretched whatever the fencing setting, as
+     * rl_lock_extend_with does. */
+    int quorum = rl_client_quorum(c);
+    int nkeys = 2 * n, argc = 3 + 3 * n + 2 * n + 1; /* room for the most floors */
     const char **argv = malloc((size_t)argc * sizeof *argv);
     rl_floors fl = {0};
     size_t *lens = malloc((size_t)argc * sizeof *lens);
@@ -750,8 +748,8 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     } else if (quorum > c->n) {
         st = items_fail(items, n, RL_MISUSE, "unsafe_test_quorum is larger than the number of nodes configured; lower it");
     } else if (!argv || !lens || !ttls || !votes || !answers ||
-               !(keyblock = many_keys(c, items, n, fenced, argv + 3, lens + 3)) ||
-               (fenced && rl_floors_make(&fl, c->set.key_prefix, argv + 3, lens + 3, n) != 0)) {
+               !(keyblock = many_keys(c, items, n, argv + 3, lens + 3)) ||
+               rl_floors_make(&fl, c->set.key_prefix, argv + 3, lens + 3, n) != 0) {
         st = items_fail(items, n, RL_NOMEM, "out of memory");
     } else {
         for (int j = 0; j < fl.m; j++) argv[3 + nkeys + j] = fl.key[j], lens[3 + nkeys + j] = fl.len[j];

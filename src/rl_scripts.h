@@ -125,8 +125,9 @@
     "if type(v) == 'string' and string.find(v, '^%d+$') then local p = redis.call('pttl', k) " \
     "if p >= 0 and p < tonumber(t) then redis.call('pexpire', k, t) end end end "
 
-/* KEYS[1] lock key, KEYS[2] and KEYS[3] (with fencing) the fence counter
- * and the fencing floor (rl_floor.h); ARGV[1]
+/* KEYS[1] lock key, KEYS[2] and KEYS[3] (optional; the engine always
+ * gives them, whatever its fencing setting) the fence counter and the
+ * fencing floor (rl_floor.h); ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
  * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
  * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
@@ -153,7 +154,7 @@
     "return r"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
- * the lock keys, then (with fencing) KEYS[n+1..2n] their fence counters
+ * the lock keys, then (optional, as there) KEYS[n+1..2n] their fence counters
  * and the rest their fencing floors, each once (RL_LUA_STRETCH_FENCE; a
  * floor to the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
