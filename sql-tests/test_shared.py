@@ -391,6 +391,43 @@ def test_set_that_got_in_takes_its_markers_away_3n():
                                   ["dog:writer-waiting", "eel:writer-waiting"])
 
 
+def test_marker_of_a_writer_that_gives_up_lasts_no_longer_than_its_wait_3n():
+    """A writer with a long retry delay (10 minutes) that waits 300 ms and
+    gives up leaves a marker that lives about its wait, not the retry delay:
+    readers are let in again soon, with nobody waiting. One that is
+    interrupted takes its marker away at once."""
+    c = h.shared_cluster(3)
+    reader, x = h.connect(c), h.connect(c)
+    w = h.connect(c, retry_delay_ms=600000, retry_jitter_ms=0)
+    is_token(value(reader, "SELECT redlock_acquire_shared('cw', 30000)"), "a shared holder")
+    eq(value(w, "SELECT redlock_acquire('cw', 5000, 300)"), None, "the writer gives up after 300 ms")
+    h.settle(w)
+    pttls = [node.pttl("cw:writer-waiting") for node in c]
+    limit = 300 + 2 * h.RELAXED_TIMEOUT_MS + 100
+    check(all(p <= limit for p in pttls), "the marker of a writer that gave up: PTTLs %r (at most %d)" % (pttls, limit))
+    # interrupted: the marker goes with the call
+    for node in c:
+        node.cmd("DEL", "cw:writer-waiting")
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=_interrupted(w, "SELECT redlock_acquire('cw', 5000, 60000)")))
+    t.start()
+    h.wait_until(lambda: all(node.cmd("EXISTS", "cw:writer-waiting") for node in c), timeout=10,
+                 what="the waiting writer's marker")
+    w.interrupt()
+    t.join(30)
+    check("interrupted" in str(got.get("r")), "the waiting writer was interrupted: %r" % got.get("r"))
+    h.settle(w)
+    eq([node.cmd("EXISTS", "cw:writer-waiting") for node in c], [0, 0, 0], "the interrupted writer's marker")
+    is_token(value(x, "SELECT redlock_acquire_shared('cw', 30000)"), "a reader, with no writer waiting")
+
+
+def _interrupted(con, sql):
+    try:
+        return con.execute(sql).fetchall()
+    except Exception as e:  # noqa: BLE001 - the error is what is checked
+        return e
+
+
 def test_shared_waiter_woken_by_exclusive_release_3n():
     c = h.shared_cluster(3)
     x = h.connect(c)

@@ -239,30 +239,34 @@ rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outc
     return RL_NO_QUORUM;
 }
 
-/* An exclusive acquirer about to wait tells the nodes where the name is
- * held shared to let no new shared holder in (rl_shared.h) until its next
- * try: the marker lives the longest retry delay plus two rounds on the
- * slowest node, so one left by a waiter that gives up soon goes. One round;
- * its votes decide nothing, so it ends at the first answer: the others
- * still go before the next try on each connection, and a hung or paused
- * node does not hold the wait up for its whole timeout. Caller holds c->mu. */
-static void mark_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
+int64_t rl_lock_marker_ms(const rl_client *c, int64_t left_us) {
     int64_t slowest = 0;
     for (int i = 0; i < c->n; i++) {
         int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
         if (t > slowest) slowest = t;
     }
+    int64_t next_try = c->set.retry_delay_ms + c->set.retry_jitter_ms, left_ms = left_us > 0 ? (left_us + 999) / 1000 : 0;
+    return (left_ms < next_try ? left_ms : next_try) + 2 * slowest + 100;
+}
+
+/* An exclusive acquirer about to wait tells the nodes where the name is
+ * held shared to let no new shared holder in (rl_shared.h) until its next
+ * try: the marker lives rl_lock_marker_ms. One round;
+ * its votes decide nothing, so it ends at the first answer: the others
+ * still go before the next try on each connection, and a hung or paused
+ * node does not hold the wait up for its whole timeout. Caller holds c->mu. */
+static void mark_writer_waiting(rl_client *c, const keys *k, int64_t left_us, rl_vote *votes) {
     char px[32];
-    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    snprintf(px, sizeof px, "%lld", (long long)rl_lock_marker_ms(c, left_us));
     const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_WAITING, "2", k->key, k->mark, px};
     size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_WAITING - 1, 1, k->keylen, k->marklen, strlen(px)};
     rl_round r = {.kind = RL_K_MARK, .argc = 6, .argv = argv, .lens = lens, .quorum = 1, .votes = votes};
     rl_round_run(c, &r);
 }
 
-/* The acquirer that set the marker got in: the marker goes (one round, ended
- * at the first answer as mark_writer_waiting's), so readers with no writer
- * waiting are let in once it releases instead of when the marker expires. */
+/* The acquirer that set the marker got in, or was interrupted: the marker
+ * goes (one round, ended at the first answer as mark_writer_waiting's), so
+ * readers with no writer waiting are let in then, not when it expires. */
 static void clear_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
     const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_DONE, "1", k->key, RL_WRITER_SUFFIX};
     size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_DONE - 1, 1, k->keylen, sizeof RL_WRITER_SUFFIX - 1};
@@ -439,14 +443,14 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         int64_t now = rl_now_us();
         if (now >= deadline) break;
         if (r.no > 0) {
-            mark_writer_waiting(c, &k, votes);
+            mark_writer_waiting(c, &k, deadline - now, votes);
             marked = 1;
             now = rl_now_us();
         }
         woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
-    if (marked && out->status == RL_OK) clear_writer_waiting(c, &k, votes);
+    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED)) clear_writer_waiting(c, &k, votes);
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
     if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);

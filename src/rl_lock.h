@@ -146,6 +146,12 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
  * no node is configured or unsafe_test_quorum exceeds the nodes. */
 rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out);
 
+/* How long a writer-waiting marker (rl_shared.h) set now lives, in ms:
+ * until the waiter's next try (the longest retry delay, or what is left
+ * of its wait, left_us, when less) plus two rounds on the slowest node, so
+ * one left by a waiter that gives up goes soon after. */
+int64_t rl_lock_marker_ms(const rl_client *c, int64_t left_us);
+
 /* RL_OK, or RL_MISUSE with out->msg when ttl_ms or wait_ms is out of its
  * range (every acquire checks both the same way). */
 rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out);

@@ -255,16 +255,11 @@ static int writeback_cmd(mkeys *k, long long fence, int64_t fence_ttl, char *nk,
 
 /* An acquirer about to wait tells the nodes where a name of the set is
  * held shared to let no new shared holder in until its next try, as
- * rl_lock does for one name (rl_shared.h); the marker lives as long as
- * there. One round, ended at the first answer as there. */
-static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
-    int64_t slowest = 0;
-    for (int i = 0; i < c->n; i++) {
-        int64_t t = rl_client_timeout_us(c, c->nodes[i]) / 1000;
-        if (t > slowest) slowest = t;
-    }
+ * rl_lock does for one name (rl_shared.h), for rl_lock_marker_ms. One
+ * round, ended at the first answer as there. */
+static void mark_writer_waiting(rl_client *c, mkeys *k, int64_t left_us, rl_vote *votes) {
     char nk[16], px[32];
-    snprintf(px, sizeof px, "%lld", (long long)(c->set.retry_delay_ms + c->set.retry_jitter_ms + 2 * slowest + 100));
+    snprintf(px, sizeof px, "%lld", (long long)rl_lock_marker_ms(c, left_us));
     int a = cmd_head(k, RL_SCRIPT_WRITER_WAITING_MANY, sizeof RL_SCRIPT_WRITER_WAITING_MANY - 1, nk, sizeof nk, k->n);
     a = cmd_keys(k, a, 0);
     k->argv[a] = px;
@@ -275,7 +270,8 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     rl_round_run(c, &r);
 }
 
-/* The acquirer that set the markers got in: they go, as in rl_lock. */
+/* The acquirer that set the markers got in, or was interrupted: they go,
+ * as in rl_lock. */
 static void clear_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
     char nk[16];
     int a = cmd_head(k, RL_SCRIPT_WRITER_DONE, sizeof RL_SCRIPT_WRITER_DONE - 1, nk, sizeof nk, k->n);
@@ -434,7 +430,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         for (int i = 0; i < c->n && blocked_on < 0; i++)
             if (votes[i].state == RL_V_NO) blocked_on = a.blocker[i];
         if (r.no > 0) { /* after reading the votes: this round reuses them */
-            mark_writer_waiting(c, &k, votes);
+            mark_writer_waiting(c, &k, deadline - now, votes);
             marked = 1;
             now = rl_now_us();
         }
@@ -450,7 +446,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         woken = rl_lock_pause(c, k.key[w], k.keylen[w], NULL, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
-    if (marked && out->status == RL_OK) clear_writer_waiting(c, &k, votes);
+    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED)) clear_writer_waiting(c, &k, votes);
     if (subscribed >= 0) rl_wait_unsubscribe(c);
 done:
     if (out->status != RL_OK) {
