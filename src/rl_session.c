@@ -650,9 +650,12 @@ static void release_batch(rl_session *s, const rl_held *batch, int m) {
     free(flags);
 }
 
-/* The most locks given back in one script per node: the size of a
- * release_many call, whose script takes 1,000 keys to a command. */
+/* The most locks given back in one script per node (the script takes
+ * 1,000 keys to a command), and the most bytes of their names: a node
+ * answers one command within its timeout, and the command is copied to
+ * every node's connection. A longer name goes alone. */
 #define RL_RELEASE_ALL_BATCH 1000
+#define RL_RELEASE_ALL_BATCH_BYTES (256 * 1024)
 
 int rl_session_release_all(rl_session *s) {
     int n = 0;
@@ -662,7 +665,11 @@ int rl_session_release_all(rl_session *s) {
             pthread_mutex_unlock(&s->mu);
             return n;
         }
-        int m = s->nheld < RL_RELEASE_ALL_BATCH ? s->nheld : RL_RELEASE_ALL_BATCH;
+        int m = 1;
+        size_t bytes = s->held[s->nheld - 1].reslen;
+        while (m < s->nheld && m < RL_RELEASE_ALL_BATCH &&
+               bytes + s->held[s->nheld - 1 - m].reslen <= RL_RELEASE_ALL_BATCH_BYTES)
+            bytes += s->held[s->nheld - 1 - m++].reslen;
         rl_held one, *batch = m > 1 ? malloc((size_t)m * sizeof *batch) : NULL;
         if (!batch) {
             batch = &one;

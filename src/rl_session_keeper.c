@@ -135,6 +135,14 @@ static int collect(rl_session *s, batch *b, int64_t now, int64_t *next) {
     return b->n;
 }
 
+/* When h is due again after an extend of the keeper's that a later call
+ * overtook: its usual period, or sooner when that call left it less
+ * validity than a period (an unanswered extend of the owner's, capped). */
+static int64_t next_due(const rl_held *h, int64_t now) {
+    int64_t usual = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms), soon = now + (h->valid_until_us - now) / 3;
+    return soon < usual ? soon : usual;
+}
+
 /* What the keeper's extend of held lock h (item it, ending with op) means
  * for it: as for one extend, only a call that decided after the owner's
  * last one counts. Caller holds s->mu. */
@@ -145,7 +153,7 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
     if (op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = next_due(h, now);
         return;
     }
     rl_status st = call == RL_OK ? it->status : call;
@@ -237,7 +245,7 @@ static void extend_one(rl_session *s, int i) {
     if (o.op <= h->op) {
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
-        if (h->next_extend_us == INT64_MAX) h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(h->ttl_ms);
+        if (h->next_extend_us == INT64_MAX) h->next_extend_us = next_due(h, now);
         return;
     }
     int undecided = o.sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE; /* may have run all the same */
