@@ -68,14 +68,21 @@ EXT = os.path.abspath(os.environ.get("REDLOCK_EXT") or os.path.join(REPO, "redlo
 HOLD_MIX = {"hold_ms": [1, 8], "long_p": 0.12, "nearly_all_p": 0.06}
 
 
+NO_VIOLATION_FOUND = "negative control found no violation"
+
+
 def run_long_enough(attempt, seconds):
     """attempt(seconds) runs a scenario and returns (problems, result). When
     its only problem is too few acquisitions ("only N acquisitions": a host
-    starved of CPU, a sanitizer build beside another test module), it runs
-    once more, three times as long. Any other problem, a violation above
-    all, is returned at once: safety is never retried."""
+    starved of CPU, a sanitizer build beside another test module), or a
+    negative control that has not met its violation yet (a broken lock
+    shows only when the races fall its way: 58 acquisitions in a loaded
+    1.5 s run found none once), it runs once more, three times as long. Any
+    other problem, a violation above all, is returned at once: safety is
+    never retried."""
     problems, res = attempt(seconds)
-    if problems and all(p.startswith("only ") and p.endswith(" acquisitions") for p in problems):
+    if problems and all((p.startswith("only ") and p.endswith(" acquisitions")) or p.startswith(NO_VIOLATION_FOUND)
+                        for p in problems):
         problems, res = attempt(seconds * 3)
     return problems, res
 

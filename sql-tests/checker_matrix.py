@@ -67,7 +67,7 @@ class Outcome:
                 out.append("only %d acquisitions" % r.acquisitions)
         elif self.expect == "broken":
             if not r.violations:
-                out.append("negative control found no violation: the checker cannot be trusted")
+                out.append(checker.NO_VIOLATION_FOUND + ": the checker cannot be trusted")
         if self.faults_done is not None and self.faults_done < self.min_faults:
             out.append("the fault happened only %d times" % self.faults_done)
         if r.loss_unseen:

@@ -207,7 +207,7 @@ def problems(res, expect, faults_done):
         if faults_done is not None and faults_done < 1:
             out.append("the fault never happened")
     elif not res.violations:
-        out.append("negative control found no violation: the checker cannot be trusted")
+        out.append(checker.NO_VIOLATION_FOUND + ": the checker cannot be trusted")
     return out
 
 
