@@ -69,8 +69,11 @@ rl_client *rl_session_client(rl_session *s) { return s->client; }
 
 void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
-void rl_held_cap_unanswered(rl_held *h, int64_t ran_until_us) {
-    if (ran_until_us > 0 && ran_until_us < h->valid_until_us) h->valid_until_us = ran_until_us;
+int rl_held_extend_ended(rl_held *h, rl_status st, uint64_t op, int sent, int64_t ran_until_us) {
+    int undecided = sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE;
+    if (st == RL_OK || st == RL_REFUSED || undecided) h->op = op;
+    if (undecided && ran_until_us > 0 && ran_until_us < h->valid_until_us) h->valid_until_us = ran_until_us;
+    return undecided;
 }
 
 int64_t rl_held_until_us(const rl_held *h) {
@@ -480,8 +483,7 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
      * its PEXPIRE ran last on the nodes, whichever of them gets here last. */
     if (i >= 0 && same_token(&s->held[i], token, toklen) && out->op > s->held[i].op) {
         rl_held *h = &s->held[i];
-        int undecided = out->sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE; /* may have run all the same */
-        if (st == RL_OK || st == RL_REFUSED || undecided) h->op = out->op;
+        int undecided = rl_held_extend_ended(h, st, out->op, out->sent, ran_until);
         if (st == RL_OK) {
             h->valid_until_us = out->valid_until_us;
             h->ttl_ms = ttl_ms;
@@ -491,7 +493,6 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
         } else if (st == RL_REFUSED) {
             forget(s, i);
         } else if (undecided) {
-            rl_held_cap_unanswered(h, ran_until);
             /* The keeper extends it again before the cap, with its own TTL,
              * rather than at its usual time (unless its extend is on its
              * way: INT64_MAX, and its result reschedules). */

@@ -86,13 +86,19 @@ int rl_session_lock_stats(rl_session *s, rl_lockstat **out, int64_t *untracked);
 /* Counts one loss of h's name (caller holds s->mu). */
 void rl_session_count_lost(rl_session *s, const rl_held *h);
 
+/* The bookkeeping every extend of h shares, the user's and the keeper's,
+ * once its call has ended after h's last decided one (op > h->op, caller
+ * holds s->mu): a decided result (RL_OK, RL_REFUSED) becomes h's last
+ * call, and so does an undecided one that went out to some node (sent;
+ * too few answers, interrupted, out of memory), which may have run there
+ * all the same, with a shorter TTL than the one h is counted by: h is held
+ * to ran_until_us (the send time plus that TTL, less drift) from then on.
+ * A misuse, or a call that reached no node, changed nothing. Returns
+ * whether it was such an undecided one. */
+int rl_held_extend_ended(rl_held *h, rl_status st, uint64_t op, int sent, int64_t ran_until_us);
+
 /* When h's validity ends as this session knows it: valid_until_us, or
  * sooner while a keeper extend with a shorter TTL is on its way. */
-/* An extend of h sent after its last decided call but not decided itself
- * (too few answers, interrupted, out of memory) may have run on the nodes
- * all the same, with a shorter TTL than the one h is counted by: h is held
- * to ran_until_us (the send time plus that TTL, less drift) from then on. */
-void rl_held_cap_unanswered(rl_held *h, int64_t ran_until_us);
 int64_t rl_held_until_us(const rl_held *h);
 
 /* A new session with a new client; NULL on OOM. */

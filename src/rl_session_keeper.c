@@ -157,8 +157,7 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         return;
     }
     rl_status st = call == RL_OK ? it->status : call;
-    if (st == RL_OK || st == RL_REFUSED || (sent && st != RL_MISUSE)) h->op = op;
-    if (sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE) rl_held_cap_unanswered(h, ran_until);
+    rl_held_extend_ended(h, st, op, sent, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = it->valid_until_us;
         h->extensions++;
@@ -248,9 +247,7 @@ static void extend_one(rl_session *s, int i) {
         if (h->next_extend_us == INT64_MAX) h->next_extend_us = next_due(h, now);
         return;
     }
-    int undecided = o.sent && st != RL_OK && st != RL_REFUSED && st != RL_MISUSE; /* may have run all the same */
-    if (st == RL_OK || st == RL_REFUSED || undecided) h->op = o.op;
-    if (undecided) rl_held_cap_unanswered(h, ran_until);
+    rl_held_extend_ended(h, st, o.op, o.sent, ran_until);
     if (st == RL_OK) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
