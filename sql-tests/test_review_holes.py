@@ -422,3 +422,39 @@ def test_auto_extension_comes_before_the_cap_of_an_unanswered_extend_3n():
                      what="the auto-extension renews x to its 30 s before the 3 s are up")
         pttls = [n.pttl("x") for n in c]
         check(sum(p > 3000 for p in pttls) >= 2, "the keys after the renewal: %r" % pttls)
+
+
+def test_a_flood_of_release_messages_does_not_flood_the_nodes_1n():
+    """Anyone allowed to PUBLISH on <name>:released (or to write keys when
+    keyspace events are on) woke a waiter for one more attempt per message:
+    a publisher's loop became as many acquire rounds as the waiter could
+    run. A waiter now tries again at most once per RL_WAKE_GAP_MS (or its
+    retry delay, if shorter) however many messages come."""
+    gap_ms, wait_ms = 5, 1500
+    c = h.shared_cluster(1)
+    node = c[0]
+    holder = h.connect(c, fencing=0)
+    is_token(value(holder, "SELECT redlock_acquire('flood', 60000)"))
+    waiter = h.connect(c, fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
+    result = {}
+
+    def wait():
+        start = time.monotonic()
+        result["value"] = value(waiter, "SELECT redlock_acquire('flood', 10000, %d)" % wait_ms)
+        result["took"] = time.monotonic() - start
+
+    before = node.calls("set")
+    t = threading.Thread(target=wait)
+    t.start()
+    h.wait_until(lambda: node.cmd("PUBSUB", "NUMSUB", "flood:released")[1] >= 1, what="the waiter subscribed")
+    published = 0
+    while t.is_alive():
+        node.cmd("PUBLISH", "flood:released", "x")
+        published += 1
+    t.join()
+    eq(result["value"], None, "the lock stayed the holder's")
+    attempts = node.calls("set") - before
+    bound = 2 + int(result["took"] * 1000 / gap_ms)
+    check(attempts <= bound, "%d attempts for %d messages in %.2f s (at most %d: one per %d ms)"
+          % (attempts, published, result["took"], bound, gap_ms))
+    eq(value(holder, "SELECT redlock_release('flood')"), 1, "the holder's release")
