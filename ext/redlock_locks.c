@@ -64,7 +64,7 @@ static int locks_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     case COL_TOKEN: sqlite3_result_text(ctx, h->token, RL_TOKEN_LEN, SQLITE_TRANSIENT); break;
     case COL_TTL: sqlite3_result_int64(ctx, h->ttl_ms); break;
     case COL_VALIDITY: sqlite3_result_int64(ctx, left); break;
-    case COL_HOLDS: sqlite3_result_int(ctx, h->count); break;
+    case COL_HOLDS: sqlite3_result_int64(ctx, h->count); break;
     case COL_FENCE:
         if (h->fence > 0) sqlite3_result_int64(ctx, h->fence);
         else sqlite3_result_null(ctx);

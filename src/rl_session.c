@@ -364,7 +364,7 @@ static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_
  * live hold of a valid lock and the lock itself must be released. */
 static int give_back_hold(rl_session *s, int i, rl_outcome *out) {
     rl_held *h = &s->held[i];
-    int live = h->count - h->lost_holds;
+    int64_t live = h->count - h->lost_holds;
     if (live > 1 && left_ms(h) > 0) {
         h->count--;
         out->status = RL_OK;
@@ -888,7 +888,7 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
             if (i < 0) continue;
             held_any = 1;
             rl_held *h = &s->held[i];
-            int live = h->count - h->lost_holds;
+            int64_t live = h->count - h->lost_holds;
             if (live > 1 && left_ms_at(h, now) > 0) {
                 h->count--;
                 (*released)++;

@@ -44,8 +44,8 @@ typedef struct rl_held {
                                   be less than valid_until_us when the owner extended
                                   it meanwhile for longer; validity counts the lesser */
     long long fence;
-    int count;               /* acquisitions not yet released */
-    int lost_holds;          /* of count, the oldest ones: holds of an earlier lock on
+    int64_t count;           /* acquisitions not yet released */
+    int64_t lost_holds;      /* of count, the oldest ones: holds of an earlier lock on
                                 res that expired or was lost before it was taken anew */
     uint64_t op;             /* rl_outcome.op of the acquire or extend whose
                                 validity valid_until_us is: a call that ended
