@@ -159,7 +159,8 @@ static int copy_text(sqlite3_vtab *vt, sqlite3_value *v, const char *name, char 
 }
 
 /* The endpoint of a row given by url, copied into *ep. */
-static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given, rl_endpoint *ep) {
+static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given, rl_endpoint *ep,
+                        int *kept_password) {
     sqlite3_value *uv = cols[COL_URL];
     rl_error err;
     if (sqlite3_value_type(uv) != SQLITE_TEXT) return redlock_vtab_error(vt, "url must be text");
@@ -176,6 +177,7 @@ static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
         if (!keep) return SQLITE_NOMEM;
         free(ep->password);
         ep->password = keep;
+        *kept_password = 1;
     }
     if (tls_given && sqlite3_value_int64(cols[COL_TLS]) != ep->tls)
         return redlock_vtab_error(vt, "tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
@@ -194,7 +196,8 @@ static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
  * password, timeout_ms, tls), copied into *ep; an UPDATE starts from the
  * node's present endpoint old, whose password and TLS options stay unless
  * the statement changes them. */
-static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given, rl_endpoint *ep) {
+static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoint *old, int tls_given,
+                           rl_endpoint *ep, int *kept_password) {
     if (old && rl_endpoint_copy(ep, old) != 0) return SQLITE_NOMEM;
     sqlite3_value *h = cols[COL_HOST], *p = cols[COL_PASSWORD];
     if (sqlite3_value_type(h) != SQLITE_TEXT || sqlite3_value_bytes(h) == 0)
@@ -231,6 +234,7 @@ static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endp
                                 (sqlite3_value_type(p) == SQLITE_TEXT && sqlite3_value_bytes(p) == (int)strlen(MASK) &&
                                  memcmp(sqlite3_value_text(p), MASK, strlen(MASK)) == 0));
     if (!keep_password && (rc = copy_text(vt, p, "password", &ep->password)) != SQLITE_OK) return rc;
+    *kept_password = keep_password && ep->password;
     /* An UPDATE that leaves tls on keeps the node's own TLS options (set by its url). */
     ep->tls = tls_given ? (int)sqlite3_value_int64(cols[COL_TLS]) : old ? old->tls : 0;
     if (!(old && old->tls && ep->tls)) {
@@ -239,6 +243,18 @@ static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endp
         memset(&ep->tls_opts, 0, sizeof ep->tls_opts);
     }
     return SQLITE_OK;
+}
+
+static int same_text(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+/* Whether ep still names old's server (host, port) and reaches it no less
+ * safely: TLS where old had it, with the same verification and trust
+ * anchors (from plain TCP, any TLS is no weaker). */
+static int same_server_same_way(const rl_endpoint *old, const rl_endpoint *ep) {
+    if (!same_text(old->host, ep->host) || old->port != ep->port) return 0;
+    if (!old->tls) return 1;
+    return ep->tls && old->tls_opts.verify == ep->tls_opts.verify &&
+           same_text(old->tls_opts.ca_file, ep->tls_opts.ca_file) && same_text(old->tls_opts.ca_dir, ep->tls_opts.ca_dir);
 }
 
 /* Builds the endpoint of an INSERT or UPDATE row from its column values
@@ -256,8 +272,15 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     int64_t tls = 0;
     if (tls_given && (!redlock_value_whole(tv, &tls) || (tls != 0 && tls != 1)))
         return redlock_vtab_error(vt, "tls must be 0 (plain TCP) or 1 (TLS)");
-    int rc = given(cols[COL_URL]) ? url_endpoint(vt, cols, old, tls_given, ep)
-                                  : column_endpoint(vt, cols, old, tls_given, ep);
+    int kept_password = 0;
+    int rc = given(cols[COL_URL]) ? url_endpoint(vt, cols, old, tls_given, ep, &kept_password)
+                                  : column_endpoint(vt, cols, old, tls_given, ep, &kept_password);
+    /* Whoever may UPDATE the table cannot read the password: it must not be
+     * able to send it to a server of its choosing either. */
+    if (rc == SQLITE_OK && kept_password && !same_server_same_way(old, ep))
+        rc = redlock_vtab_error(vt, "the node's password is kept (written back masked, or left out) only while "
+                                    "host and port stay the same and TLS and its checks stay on; give the password "
+                                    "again to point the node at another server or connect to it another way");
     if (rc != SQLITE_OK) rl_endpoint_clear(ep);
     return rc;
 }

@@ -180,12 +180,15 @@ def test_credentials_with_reserved_characters_in_url():
 
 def test_update_keeps_the_password():
     """An UPDATE of another column reads the password back masked and keeps
-    the real one; a new password replaces it."""
+    the real one; a new password replaces it. Moving the node to another
+    port takes the password again (test_the_masked_password_is_not_kept_for_another_server)."""
     n = pw_node()
     con = empty_connection()
     con.execute("INSERT INTO redlock_nodes(host, port, password) VALUES (?, 1, ?)", (n.host, PW))
-    con.execute("UPDATE redlock_nodes SET port = ?", (n.port,))
-    is_token(value(con, "SELECT redlock_acquire('auth-f', 10000)"), "acquire after UPDATE of the port")
+    h.redlock_error(con, "UPDATE redlock_nodes SET port = ?", n.port, contains=("give the password again",))
+    con.execute("UPDATE redlock_nodes SET port = ?, password = ?", (n.port, PW))
+    con.execute("UPDATE redlock_nodes SET timeout_ms = ?", (SLOW,))
+    is_token(value(con, "SELECT redlock_acquire('auth-f', 10000)"), "acquire after UPDATEs of the port and timeout")
     value(con, "SELECT redlock_release_all()")   # the nodes cannot change while locks are held
     con.execute("UPDATE redlock_nodes SET password = ?", (WRONG_PW,))
     msg = acquire_error(con, "auth-f2")
@@ -398,3 +401,40 @@ def test_password_not_printed_by_shell():
     check("WRONGPASS" in err, "the shell shows the per-node error: %r" % err)
     no_secret(out, "the shell's output")
     no_secret(err, "the shell's errors")
+
+
+def test_the_masked_password_is_not_kept_for_another_server():
+    """The password reads back masked and writing the mask back keeps it;
+    but an UPDATE that also moved the node (another host or port, TLS off
+    or verification off) sent the kept password to a server that SQL had
+    chosen, and that could not read it. The kept password now goes only to
+    the same server, no less safely (TLS off, or its checks changed:
+    test_tls.test_url_options_and_columns); anything else must give it
+    again."""
+    n = pw_node()
+    con = h.connect(url(n, password=PW, db=1), timeout_ms=SLOW)
+    is_token(value(con, "SELECT redlock_acquire('mask-a', 10000)"), "acquire with the password")
+    eq(value(con, "SELECT redlock_release('mask-a')"), 1, "release")
+    other = h.free_port()
+    refused = [
+        ("UPDATE redlock_nodes SET url = ?", ("redis://:%s@127.0.0.1:%d/1" % (MASK, other),)),
+        ("UPDATE redlock_nodes SET url = ?", ("redis://:%s@localhost:%d/1" % (MASK, n.port),)),
+        ("UPDATE redlock_nodes SET port = ?", (other,)),
+        ("UPDATE redlock_nodes SET host = 'localhost'", ()),
+        ("UPDATE redlock_nodes SET port = ?, password = ?", (other, MASK)),
+    ]
+    for sql, params in refused:
+        h.redlock_error(con, sql, *params, contains=("give the password again",))
+        r = node_rows(con)[0]
+        eq((r["host"], r["port"], r["tls"], r["password"]), ("127.0.0.1", n.port, 0, MASK),
+           "the node after the refused %s %r" % (sql, params))
+    # the same server: the mask keeps the password
+    con.execute("UPDATE redlock_nodes SET url = ?", ("redis://:%s@127.0.0.1:%d/2?timeout_ms=%d" % (MASK, n.port, SLOW),))
+    con.execute("UPDATE redlock_nodes SET db = 3, timeout_ms = ?", (SLOW,))
+    tok = is_token(value(con, "SELECT redlock_acquire('mask-b', 10000)"), "acquire with the kept password")
+    eq(get_in(n, 3, "mask-b"), tok, "the key in db 3")
+    eq(value(con, "SELECT redlock_release('mask-b')"), 1, "release")
+    # another server with the password given again
+    con.execute("UPDATE redlock_nodes SET port = ?, password = ?", (other, "another-password"))
+    eq(node_rows(con)[0]["port"], other, "moved with a password of its own")
+    no_secret_in_table(con)

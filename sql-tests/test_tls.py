@@ -259,8 +259,13 @@ def test_url_options_and_columns():
     con2.execute("DELETE FROM redlock_nodes")
     con2.execute(ins, (rows[0]["url"],))
     eq(_node_row(con2)["url"], rows[0]["url"], "url read back")
-    # UPDATE switches TLS on and off; the node's own options go with tls=0
-    con.execute("UPDATE redlock_nodes SET tls = 0 WHERE port = 2")
+    # the masked password is not kept for weaker TLS checks
+    h.redlock_error(con, "UPDATE redlock_nodes SET url = ? WHERE port = 2", "rediss://:********@127.0.0.1:2/3?tls_verify=0",
+                    contains=("give the password again",))
+    # UPDATE switches TLS on and off; the node's own options go with tls=0,
+    # and the password must come again (it would go in clear)
+    h.redlock_error(con, "UPDATE redlock_nodes SET tls = 0 WHERE port = 2", contains=("give the password again",))
+    con.execute("UPDATE redlock_nodes SET tls = 0, password = 'pw' WHERE port = 2")
     con.execute("UPDATE redlock_nodes SET tls = 1 WHERE port = 4")
     con.execute("UPDATE redlock_nodes SET timeout_ms = 90 WHERE port = 3")
     rows = h.node_rows(con)
