@@ -6,7 +6,9 @@ child that must not touch its parent's TLS connections. Certificates are
 made by openssl when the module starts (harness.TlsCerts)."""
 # SPDX-License-Identifier: BSD-3-Clause
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 
@@ -226,6 +228,35 @@ def test_files_checked_when_written():
                   contains=("No such file",))
     eq(_node_row(con)["url"], "rediss://127.0.0.1:1/0?tls_ca_file=" + CERTS.ca, "a refused UPDATE leaves the node")
     eq(h.rows(con, "SELECT count(*) FROM redlock_nodes"), [(1,)], "refused INSERTs added no node")
+
+
+def test_a_file_that_is_not_a_regular_file_is_refused_without_blocking():
+    """A FIFO with no writer blocked open(2), and a terminal or stdin
+    blocked read(2), inside the setting's SQL call, for good: no timeout
+    and no interrupt reach into OpenSSL's file reads. Paths that are not a
+    regular file (a directory for tls_ca_dir) are now refused at once, and
+    a file too large to be certificates is refused unread."""
+    d = tempfile.mkdtemp(prefix="redlock-tlsfifo-")
+    try:
+        fifo = os.path.join(d, "ca.pem")
+        os.mkfifo(fifo)
+        big = os.path.join(d, "big.pem")
+        with open(big, "wb") as f:
+            f.truncate(64 << 20)   # sparse: 64 MiB that read as zeros
+        sql = "".join("SELECT redlock_config('%s', '%s');\n" % (setting, path) for setting, path in (
+            ("tls_ca_file", fifo), ("tls_cert_file", fifo), ("tls_key_file", fifo), ("tls_ca_file", "/dev/zero"),
+            ("tls_ca_dir", fifo), ("tls_ca_file", d), ("tls_ca_file", big)))
+        sql += "SELECT 'done';\n"
+        rc, out, err = h.shell(sql, "", timeout=20)
+        eq(out.strip(), "done", "every setting refused, the shell went on (stderr %r)" % err)
+        lines = [l for l in err.splitlines() if "redlock:" in l]
+        eq(len(lines), 7, "seven refusals: %r" % err)
+        for l in lines[:4] + lines[5:6]:
+            check("is not a regular file" in l, "the reason: %r" % l)
+        check("is not a directory" in lines[4], "the reason: %r" % lines[4])
+        check("larger than" in lines[6], "the reason: %r" % lines[6])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_url_options_and_columns():

@@ -4,13 +4,15 @@
 #include "rl_tls.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -122,32 +124,58 @@ static int file_error(const char *setting, const char *path, const char *why, rl
     return -1;
 }
 
+/* The largest certificate or key file read: CA bundles are well under a
+ * MiB, and a larger file is not worth parsing inside a SQL call. */
+#define RL_TLS_FILE_MAX (8 << 20)
+
+/* Opens path, which setting names, without blocking, and keeps it only
+ * when it is a regular file of at most RL_TLS_FILE_MAX bytes (a directory
+ * for tls_ca_dir): a FIFO without a writer blocks open(2), a terminal or
+ * stdin blocks read(2), and no timeout or interrupt reaches into
+ * OpenSSL's reads. Returns the open descriptor (the caller closes it), or
+ * -1 with err set. */
+static int open_checked(const char *setting, const char *path, int is_dir, rl_error *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return file_error(setting, path, strerror(errno), err);
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fd, &st) != 0) why = strerror(errno);
+    else if (is_dir && !S_ISDIR(st.st_mode)) why = "is not a directory";
+    else if (!is_dir && !S_ISREG(st.st_mode)) why = "is not a regular file";
+    else if (!is_dir && st.st_size > RL_TLS_FILE_MAX) why = "is larger than 8 MiB, far more than certificates or a key";
+    if (!why) return fd;
+    int rc = file_error(setting, path, why, err);
+    close(fd);
+    return rc;
+}
+
 /* Loads path as setting into ctx. */
 static int load_into(SSL_CTX *ctx, const char *setting, const char *path, rl_error *err) {
     int is_dir = strcmp(setting, "tls_ca_dir") == 0;
-    if (is_dir) {
-        DIR *d = opendir(path);
-        if (!d) return file_error(setting, path, strerror(errno), err);
-        closedir(d);
-    } else {
-        FILE *f = fopen(path, "rb");
-        if (!f) return file_error(setting, path, strerror(errno), err);
-        fclose(f);
-    }
+    int fd = open_checked(setting, path, is_dir, err);
+    if (fd < 0) return -1;
+    const char *shown = path;
+    /* OpenSSL reads the file checked, through its descriptor, so it cannot
+     * have been swapped for another meanwhile; without /proc, by its path.
+     * A CA directory's files are read later, by name, as OpenSSL needs them. */
+    char by_fd[32];
+    snprintf(by_fd, sizeof by_fd, "/proc/self/fd/%d", fd);
+    if (!is_dir && access(by_fd, R_OK) == 0) path = by_fd;
     ERR_clear_error();
     int ok;
     if (is_dir) ok = SSL_CTX_load_verify_locations(ctx, NULL, path);
     else if (strcmp(setting, "tls_ca_file") == 0) ok = SSL_CTX_load_verify_locations(ctx, path, NULL);
     else if (strcmp(setting, "tls_cert_file") == 0) ok = SSL_CTX_use_certificate_chain_file(ctx, path);
     else ok = SSL_CTX_use_PrivateKey_file(ctx, path, SSL_FILETYPE_PEM);
+    close(fd);
     if (ok != 1 && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
-        return file_error(setting, path, "is not the key of the certificate in tls_cert_file", err);
+        return file_error(setting, shown, "is not the key of the certificate in tls_cert_file", err);
     if (ok != 1) {
         char why[RL_ERR_REASON_MAX];
         snprintf(why, sizeof why, "cannot be loaded (%s)%s", ssl_reason(),
                  strcmp(setting, "tls_key_file") == 0 ? "; it must be a PEM private key without a passphrase"
                                                       : "; it must hold PEM certificates");
-        return file_error(setting, path, why, err);
+        return file_error(setting, shown, why, err);
     }
     return 0;
 }
