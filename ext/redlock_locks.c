@@ -23,7 +23,8 @@ typedef struct locks_cursor {
 } locks_cursor;
 
 static int locks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    (void)argc, (void)argv, (void)err;
+    int rc = redlock_vtab_own_name(argc, argv, err);
+    if (rc != SQLITE_OK) return rc;
     return redlock_vtab_connect(db, aux, LOCKS_SCHEMA, sizeof(redlock_vtab), out);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redlock_vtab.h"
 #include "rl_stats.h"
 
 SQLITE_EXTENSION_INIT3
@@ -45,10 +46,9 @@ static const char *const schemas[2] = {
 
 static int stats_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err,
                          int kind) {
-    (void)argc;
-    (void)argv;
-    (void)err;
-    int rc = sqlite3_declare_vtab(db, schemas[kind]);
+    int rc = redlock_vtab_own_name(argc, argv, err);
+    if (rc != SQLITE_OK) return rc;
+    rc = sqlite3_declare_vtab(db, schemas[kind]);
     if (rc != SQLITE_OK) return rc;
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     stats_vtab *vt = sqlite3_malloc(sizeof *vt);

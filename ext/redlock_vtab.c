@@ -6,6 +6,16 @@
 
 SQLITE_EXTENSION_INIT3
 
+int redlock_vtab_own_name(int argc, const char *const *argv, char **err) {
+    if (argc == 3 && sqlite3_stricmp(argv[0], argv[2]) == 0 && sqlite3_stricmp(argv[1], "main") == 0) return SQLITE_OK;
+    *err = sqlite3_mprintf("redlock: the table %s.%s is declared by a database file as USING %s; the extension's "
+                           "tables are used only under their own names, so a file cannot give them another (use "
+                           "main.%s, or open the database without that file)",
+                           argc > 1 ? argv[1] : "?", argc > 2 ? argv[2] : "?", argc > 0 ? argv[0] : "?",
+                           argc > 0 ? argv[0] : "?");
+    return SQLITE_ERROR;
+}
+
 int redlock_vtab_connect(sqlite3 *db, void *st, const char *schema, size_t size, sqlite3_vtab **out) {
     int rc = sqlite3_declare_vtab(db, schema);
     if (rc != SQLITE_OK) return rc;

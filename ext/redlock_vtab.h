@@ -24,6 +24,14 @@ typedef struct redlock_cursor {
     int n, i;
 } redlock_cursor;
 
+/* SQLITE_OK when xConnect's argv names the table the extension made
+ * itself (the module's own name, in main). A database file can declare
+ * `CREATE VIRTUAL TABLE servers USING redlock_nodes` in its schema
+ * (writable_schema) and SQLite then connects it whatever xCreate says:
+ * the user's own statements on such a name would change the nodes or show
+ * tokens. Otherwise SQLITE_ERROR with *err (sqlite3_malloc'ed) saying why. */
+int redlock_vtab_own_name(int argc, const char *const *argv, char **err);
+
 /* Declares schema, keeps the table out of views and triggers
  * (SQLITE_VTAB_DIRECTONLY), and allocates a zeroed table object of size
  * bytes (a struct whose first member is redlock_vtab) into *out, with

@@ -407,3 +407,48 @@ def test_node_recent_sqlite_check():
     for n in c:
         for key in (ATK, JOB):
             check(not n.cmd("EXISTS", key), "Node: key %r exists on %s" % (key, n.addr))
+
+
+def _bind_names(path, binds):
+    """Writes a file whose schema binds ordinary-looking table names to the
+    extension's tables (name -> module), as writable_schema lets anyone do."""
+    raw = sqlite3.connect(path)
+    for name in binds:
+        raw.execute("CREATE TABLE %s(a)" % name)
+    raw.execute("PRAGMA writable_schema = ON")
+    for name, module in binds.items():
+        raw.execute("UPDATE sqlite_master SET sql = ?, rootpage = 0 WHERE name = ?",
+                    ("CREATE VIRTUAL TABLE %s USING %s" % (name, module), name))
+    raw.commit()
+    raw.close()
+
+
+def test_a_file_cannot_bind_a_name_of_its_own_to_the_extensions_tables():
+    """CREATE VIRTUAL TABLE is refused at run time, but a file that already
+    declares `servers USING redlock_nodes` made the user's own INSERT INTO
+    servers add a node (and DELETE remove them), and `jobs USING
+    redlock_locks` showed lock tokens under an innocent name. Only the
+    extension's own tables, under their own names, connect now."""
+    c = h.shared_cluster(3)
+    d = tempfile.mkdtemp(prefix="redlock-bind-")
+    path = os.path.join(d, "bound.db")
+    _bind_names(path, {"servers": "redlock_nodes", "jobs": "redlock_locks", "usage": "redlock_stats",
+                       "redlock_lock_stats": "redlock_nodes"})
+    for mode in ("main", "attached"):
+        if mode == "main":
+            con = h.connect(c, database=path)
+            q = ""
+        else:
+            con = h.connect(c)
+            con.execute("ATTACH ? AS aux", (path,))
+            q = "aux."
+        for sql in ("INSERT INTO %sservers(host, port) VALUES ('127.0.0.1', 1)" % q,
+                    "DELETE FROM %sservers" % q, "SELECT * FROM %sjobs" % q, "SELECT * FROM %susage" % q,
+                    "SELECT * FROM %sredlock_lock_stats" % q):
+            h.redlock_error(con, sql, what="%s (%s)" % (sql, mode), contains=("USING redlock_",))
+        eq(value(con, "SELECT count(*) FROM main.redlock_nodes"), 3, "the nodes after the refused writes (%s)" % mode)
+        tok = is_token(value(con, "SELECT redlock_acquire('bind-%s', 10000)" % mode))
+        h.redlock_error(con, "SELECT * FROM %sjobs" % q, contains=("USING redlock_",))
+        eq(value(con, "SELECT token FROM main.redlock_locks"), tok, "the extension's own table still reads (%s)" % mode)
+        eq(value(con, "SELECT redlock_release('bind-%s')" % mode), 1, "release (%s)" % mode)
+        con.close()
