@@ -155,3 +155,31 @@ def test_error_replies_count_against_3n():
         check(not isinstance(r, str), "acquire with two of three nodes answering OOM "
               "returned a token %r" % (r,))
         no_key([c[2]], "oom2", "the healthy node after the failed acquire", settle_cons=(con,))
+
+
+def _our_clients(node):
+    """Connections to node other than the one asking (CLIENT LIST)."""
+    return [l for l in node.cmd("CLIENT", "LIST").splitlines() if "cmd=client|list" not in l]
+
+
+def test_connections_the_servers_closed_while_idle_are_made_again_3n():
+    """Servers close idle connections (Redis's own `timeout`, a managed
+    service's idle limit, a NAT or load balancer). The next call sent its
+    command on the closed connection, lost every such node's vote, and
+    failed: an extend or a release with an error, the keys left for their
+    whole TTL. A connection idle for a while is now looked at before it is
+    used, and made again in the same round when the server closed it."""
+    with h.Cluster(3, extra_args=("--timeout", "1")) as cl:
+        con = h.connect(cl)
+        tok = is_token(value(con, "SELECT redlock_acquire('idle', 600000)"))
+        h.settle(con)
+        h.wait_until(lambda: all(not _our_clients(n) for n in cl), timeout=15,
+                     what="every server closed the idle connection (timeout 1 s)")
+        left = value(con, "SELECT redlock_extend('idle', 600000)")
+        check(isinstance(left, int) and left > 500000, "the extend after the servers closed the connections: %r" % left)
+        eq([n.get("idle") for n in cl], [tok] * 3, "the lock on every node")
+        h.settle(con)
+        h.wait_until(lambda: all(not _our_clients(n) for n in cl), timeout=15, what="closed again")
+        eq(value(con, "SELECT redlock_release('idle')"), 1, "the release after the servers closed the connections")
+        eq([n.get("idle") for n in cl], [None] * 3, "no key left")
+        eq([r["state"] for r in node_rows(con)], ["up"] * 3, "no node was marked down")

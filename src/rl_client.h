@@ -149,6 +149,7 @@ typedef struct rl_client {
     uint64_t op;         /* counts operations; tags replies */
     int64_t max_ttl_ms;  /* largest TTL used so far (restart guard, stale connections) */
     int64_t looked_us;   /* when a round last looked at every connection before sending (rl_round) */
+    int64_t used_us;     /* when the last round ended: connections idle longer are checked before use (rl_round) */
     rl_buf round_cmd[2]; /* owned scratch: a round's command in RESP, in full and by digest (rl_round) */
     rl_fenced_op recent_fenced[RL_RECENT_FENCED];
     int recent_next;

@@ -349,6 +349,15 @@ const rl_tag *rl_conn_oldest(const rl_conn *c) { return c->count ? &c->tags[c->h
 
 int rl_conn_unsent(const rl_conn *c) { return !c->broken && (c->connecting || c->handshaking || c->out.off < c->out.len); }
 
+int rl_conn_closed_while_idle(const rl_conn *c) {
+    if (c->broken) return 0; /* rl_round marks its node down instead */
+    if (c->connecting || c->handshaking || c->count > 0 || c->out.off < c->out.len || c->in.off < c->in.len) return 0;
+    char byte;
+    ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0) return 1; /* 0: the server closed it; > 0: bytes nobody asked for */
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
 void rl_conn_defer_deadlines(rl_conn *c, int64_t until) {
     for (size_t i = 0; i < c->count; i++) {
         rl_tag *t = &c->tags[(c->head + i) % c->cap];

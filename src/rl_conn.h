@@ -106,6 +106,13 @@ const rl_tag *rl_conn_oldest(const rl_conn *c);
  * connection is still being set up, or the socket took only part). */
 int rl_conn_unsent(const rl_conn *c);
 
+/* Whether an idle connection (set up, nothing owed, nothing to send) can
+ * no longer carry a command: the server closed or reset it, or sent bytes
+ * nobody asked for (never on a healthy idle RESP connection; on TLS it
+ * may be a close_notify). One recv(MSG_PEEK) that does not wait; 0 for a
+ * connection that is not idle. */
+int rl_conn_closed_while_idle(const rl_conn *c);
+
 /* Moves every unanswered command's deadline to at least until. */
 void rl_conn_defer_deadlines(rl_conn *c, int64_t until);
 

@@ -392,6 +392,9 @@ out:
 /* How often a stalled connection is looked at before a round even when
  * the round's own polls would read it. */
 #define RL_STALE_LOOK_US 1000
+/* How long without a round before connections are checked for a close by
+ * the server (see rl_round_run): back-to-back calls pay nothing for it. */
+#define RL_IDLE_LOOK_US 200000
 
 /* Whether round r's polls include stalled connections: only when fewer of
  * its nodes have a connection than its quorum (the round may then be
@@ -500,6 +503,20 @@ void rl_round_run(rl_client *c, rl_round *r) {
         c->looked_us = r->start_us;
         r->polls_stale = polls_stale(c, r); /* of the connections the look left */
     }
+    /* A server closes a connection left idle (its timeout setting, a
+     * managed service's idle limit, a NAT or load balancer) and says so
+     * only to a read: a command sent on it would be lost, and the node's
+     * vote with it. After a pause, each connection is looked at first (one
+     * recv that does not wait) and made again in this round when it was
+     * closed: it owed nothing, so nothing it carried can be overtaken. */
+    if (r->start_us - c->used_us >= RL_IDLE_LOOK_US)
+        for (int i = 0; i < c->n; i++) {
+            rl_node *node = c->nodes[i];
+            if (node->conn && rl_conn_closed_while_idle(node->conn)) {
+                rl_conn_close(node->conn);
+                node->conn = NULL;
+            }
+        }
     /* A script every cycle runs goes by digest to the nodes that have it cached. */
     int script = -1;
     if (c->set.evalsha && r->argc >= 2 && r->argc <= RL_DIGEST_ARGS_MAX && r->lens[0] == 4 &&
@@ -591,7 +608,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
         }
     }
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
-    r->end_us = rl_now_us();
+    r->end_us = c->used_us = rl_now_us();
     if (r->kind == RL_K_RELEASE && script >= 0)
         for (int i = 0; i < c->n; i++)
             if (r->votes[i].state == RL_V_PENDING && r->votes[i].by_digest) keep_release(c->nodes[i], r);
