@@ -13,7 +13,12 @@ CFLAGS  ?= -O2 -g
 LTOFLAGS ?= -flto=auto
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 RLFLAGS  = -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) -Isrc
-LIBS     = -lhiredis -lssl -lcrypto -lpthread
+# -z nodelete: SQLite unloads an extension with the last connection that
+# loaded it, and a host that opens, loads and closes per request would map
+# the library (and the memory its statics set up once) afresh each time;
+# kept loaded, a new load finds everything as it was. Destructors that
+# unmapped that memory instead would race threads still running at exit.
+LIBS     = -lhiredis -lssl -lcrypto -lpthread -Wl,-z,nodelete
 
 # SANITIZE=1: `make test` runs the suite against build/sanitize/redlock.so
 # (ASan + UBSan, see mk/hardening.mk); ./redlock.so stays a normal build.

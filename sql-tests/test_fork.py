@@ -6,6 +6,7 @@ touch the parent's sockets, and the parent goes on as if nothing happened.
 """
 # SPDX-License-Identifier: BSD-3-Clause
 import os
+import subprocess
 
 import harness as h
 from harness import eq, holds, is_token, value
@@ -90,3 +91,48 @@ def test_forked_child_draws_fresh_tokens_1n():
         for t in child:
             is_token(t, "a token the child drew")
         eq(set(ours) & set(child), set(), "tokens both the parent and its child drew after the fork")
+
+
+LOAD_CYCLES_SCRIPT = r"""
+import sqlite3, sys
+ext, cycles = sys.argv[1], int(sys.argv[2])
+
+def wiped_kib():
+    total, size = 0, 0
+    for line in open("/proc/self/smaps"):
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+        elif line.startswith("VmFlags:") and " wf" in " " + line.split(":", 1)[1]:
+            total += size
+    return total
+
+def cycle():
+    con = sqlite3.connect(":memory:")
+    con.enable_load_extension(True)
+    con.load_extension(ext)
+    assert con.execute("SELECT redlock_acquire('cycle', 1000)").fetchone()[0] is not None
+    assert con.execute("SELECT redlock_release('cycle')").fetchone()[0] == 1
+    con.close()
+
+cycle()
+before = wiped_kib()
+for _ in range(cycles):
+    cycle()
+print(before, wiped_kib())
+"""
+
+
+def test_loading_and_closing_again_and_again_keeps_no_memory_1n():
+    """The pages a forked child sees wiped (the pid cache and the token
+    pool) were mapped once per load of the library and never unmapped: a
+    host that opens a connection, loads the extension and closes it for
+    each request (SQLite unloads the library with its last connection)
+    kept 8 KiB more each time, holding leftover random bytes. The library
+    is now never unloaded (-z nodelete), so a new load finds them again."""
+    c = h.shared_cluster(1)
+    env = dict(os.environ, REDLOCK_NODES=h.nodes_env_of(c))
+    out = subprocess.run(["/usr/bin/python3", "-c", LOAD_CYCLES_SCRIPT, h.EXT, "200"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    eq(out.returncode, 0, "the cycles ran: %s" % out.stderr[-2000:])
+    before, after = map(int, out.stdout.split())
+    eq(after, before, "KiB of wipe-on-fork memory after 200 more loads and closes (before them: %d)" % before)

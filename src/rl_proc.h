@@ -15,8 +15,8 @@ pid_t rl_proc_pid(void);
 
 /* A zeroed page-aligned block of len bytes that reads as zeros again in
  * every child after fork(), or NULL where the kernel cannot do that. It is
- * never freed (one per module, for the life of the process; unloading the
- * library leaves at most a page per load). */
+ * never freed: one per module, for the life of the process, since the
+ * library is linked never to be unloaded (-z nodelete, see the Makefile). */
 void *rl_proc_wiped_on_fork(size_t len);
 
 #endif
