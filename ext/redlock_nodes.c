@@ -338,6 +338,18 @@ static int nodes_rollback(sqlite3_vtab *vt) {
     return nodes_commit(vt);
 }
 
+/* Whether a statement that writes, other than the one running, is under
+ * way on db (stepped, not reset). A second write would share the first
+ * one's saved node list: undone, it would undo neither alone, and failing
+ * half way, its rows would stay (SQLite tells a virtual table of no
+ * statement's end but the transaction's). */
+static int other_write_under_way(sqlite3 *db) {
+    int writers = 0;
+    for (sqlite3_stmt *s = sqlite3_next_stmt(db, NULL); s; s = sqlite3_next_stmt(db, s))
+        if (sqlite3_stmt_busy(s) && !sqlite3_stmt_readonly(s)) writers++;
+    return writers > 1;
+}
+
 static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid) {
     nodes_vtab *v = (nodes_vtab *)vt;
     rl_session_check_fork(v->t.st->session);
@@ -346,6 +358,10 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     /* xBegin refuses both first; this holds even if SQLite did not call it. */
     if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (!v->in_write) return redlock_vtab_error(vt, "internal: redlock_nodes written outside a statement");
+    if (other_write_under_way(v->t.db))
+        return redlock_vtab_error(vt, "another statement that writes is still under way on this connection (stepped "
+                                      "but not finished); finish or reset it first, so that each change of "
+                                      "redlock_nodes is all or nothing");
     v->t.st->default_nodes = 0;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));

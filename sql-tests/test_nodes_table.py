@@ -2,6 +2,11 @@
 UPDATE, DELETE, password masking, state and last_error."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import os
+import shutil
+import subprocess
+import tempfile
+
 import harness as h
 from harness import check, eq, is_token, node_rows, redlock_error, value
 
@@ -284,3 +289,60 @@ def test_long_url_is_shown_whole_and_writes_back():
     con.execute("UPDATE redlock_nodes SET url = url")
     eq(value(con, "SELECT url FROM redlock_nodes"), url, "the url after writing it back")
     eq(value(con, "SELECT username FROM redlock_nodes"), "\u00e9" * 256, "the user name after writing the url back")
+
+
+
+OVERLAP_C = r"""
+#include <sqlite3.h>
+#include <stdio.h>
+/* Prints the error of each statement, or "ok", then the ports. */
+static int row(void *u, int n, char **v, char **c) { (void)u, (void)n, (void)c; printf("port %s\n", v[0]); return 0; }
+static void run(sqlite3 *db, const char *sql) {
+    char *e = 0;
+    if (sqlite3_exec(db, sql, row, 0, &e) != SQLITE_OK) printf("error %s\n", e); else printf("ok\n");
+    sqlite3_free(e);
+}
+int main(int argc, char **argv) {
+    sqlite3 *db; sqlite3_stmt *a; char *e = 0;
+    (void)argc;
+    sqlite3_open(":memory:", &db);
+    sqlite3_enable_load_extension(db, 1);
+    if (sqlite3_load_extension(db, argv[1], 0, &e) != SQLITE_OK) { printf("load %s\n", e); return 1; }
+    sqlite3_prepare_v2(db, "INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7002) RETURNING port", -1, &a, 0);
+    printf("first %d\n", sqlite3_step(a));   /* under way: a row, not done */
+    run(db, "INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7003), ('127.0.0.1', 99999)");
+    run(db, "DELETE FROM redlock_nodes");
+    printf("first %d\n", sqlite3_step(a));
+    sqlite3_finalize(a);
+    run(db, "SELECT port FROM redlock_nodes ORDER BY port");
+    run(db, "INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7003)");
+    run(db, "SELECT port FROM redlock_nodes ORDER BY port");
+    sqlite3_close(db);
+    return 0;
+}
+"""
+
+
+def test_a_write_while_another_is_under_way_is_refused():
+    """Each statement on redlock_nodes is all or nothing: a statement that
+    fails leaves the list as it was. A write that ran while another one was
+    still under way (an INSERT ... RETURNING stepped once, from C) shared
+    that one's saved list, so when it failed half way its first rows
+    stayed. Such a write is now refused whole, saying why. (Python's
+    sqlite3 finishes a write before the next starts, so a C program.)"""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    check(cc, "no C compiler")
+    with tempfile.TemporaryDirectory(prefix="redlock-overlap-") as d:
+        src, exe = os.path.join(d, "overlap.c"), os.path.join(d, "overlap")
+        with open(src, "w") as f:
+            f.write(OVERLAP_C)
+        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
+        subprocess.run([cc, "-o", exe, src, "-lsqlite3"], check=True, capture_output=True, env=env, timeout=60)
+        out = subprocess.run([exe, h.EXT], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, REDLOCK_NODES="redis://127.0.0.1:7001")).stdout.splitlines()
+    eq(out[0], "first 100", "the first write has a row: %r" % out)
+    for line in out[1:3]:
+        check(line.startswith("error redlock: another statement that writes is still under way"),
+              "a write during the first one is refused: %r" % out)
+    eq(out[3:], ["first 101", "port 7001", "port 7002", "ok", "ok", "port 7001", "port 7002", "port 7003", "ok"],
+       "the first write done; the nodes: its own and none of the refused ones; then a write on its own works")
