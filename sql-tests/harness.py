@@ -533,6 +533,19 @@ def nodes_env_of(nodes):
     return ",".join(x.auth_url if isinstance(x, RedisNode) else str(x) for x in nodes)
 
 
+def build_c(source, out, args=()):
+    """Compiles the C text source (written to out + ".c") into out with the
+    system's cc and args (flags, libraries); returns out. The compiler runs
+    without the sanitizer run's preload: it is not built for it."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    check(cc, "no C compiler")
+    with open(out + ".c", "w") as f:
+        f.write(source)
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
+    subprocess.run([cc, "-o", out, out + ".c"] + list(args), check=True, capture_output=True, env=env, timeout=60)
+    return out
+
+
 def require_extension():
     if not os.path.exists(EXT_SO):
         raise AssertionError("%s is not built (run make)" % EXT_SO)

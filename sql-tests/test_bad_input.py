@@ -22,9 +22,7 @@ under ASan/UBSan) and `make valgrind` (its bad_input scenario) look for."""
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
-import subprocess
 import tempfile
 import time
 
@@ -656,14 +654,8 @@ def test_tokens_fail_closed_without_getrandom():
     """With getrandom(2) failing (a preloaded stand-in), acquire is an error
     and no key is written: no weaker source of randomness is used."""
     c = h.shared_cluster(3)
-    cc = shutil.which("cc") or shutil.which("gcc")
-    check(cc, "no C compiler to build the getrandom stand-in")
     with tempfile.TemporaryDirectory(prefix="redlock-norandom-") as d:
-        src, so = os.path.join(d, "norandom.c"), os.path.join(d, "norandom.so")
-        with open(src, "w") as f:
-            f.write(NO_RANDOM_C)
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}   # no sanitizer in the compiler
-        subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], check=True, capture_output=True, env=env)
+        so = h.build_c(NO_RANDOM_C, os.path.join(d, "norandom.so"), ["-shared", "-fPIC"])
         old = os.environ.get("LD_PRELOAD")
         os.environ["LD_PRELOAD"] = ((old + " ") if old else "") + so   # a sanitizer runtime stays first
         try:

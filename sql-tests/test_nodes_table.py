@@ -3,7 +3,6 @@ UPDATE, DELETE, password masking, state and last_error."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import os
-import shutil
 import subprocess
 import tempfile
 
@@ -330,14 +329,8 @@ def test_a_write_while_another_is_under_way_is_refused():
     that one's saved list, so when it failed half way its first rows
     stayed. Such a write is now refused whole, saying why. (Python's
     sqlite3 finishes a write before the next starts, so a C program.)"""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    check(cc, "no C compiler")
     with tempfile.TemporaryDirectory(prefix="redlock-overlap-") as d:
-        src, exe = os.path.join(d, "overlap.c"), os.path.join(d, "overlap")
-        with open(src, "w") as f:
-            f.write(OVERLAP_C)
-        env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
-        subprocess.run([cc, "-o", exe, src, "-lsqlite3"], check=True, capture_output=True, env=env, timeout=60)
+        exe = h.build_c(OVERLAP_C, os.path.join(d, "overlap"), ["-lsqlite3"])
         out = subprocess.run([exe, h.EXT], capture_output=True, text=True, timeout=60,
                              env=dict(os.environ, REDLOCK_NODES="redis://127.0.0.1:7001")).stdout.splitlines()
     eq(out[0], "first 100", "the first write has a row: %r" % out)
