@@ -339,3 +339,21 @@ def test_a_write_while_another_is_under_way_is_refused():
               "a write during the first one is refused: %r" % out)
     eq(out[3:], ["first 101", "port 7001", "port 7002", "ok", "ok", "port 7001", "port 7002", "port 7003", "ok"],
        "the first write done; the nodes: its own and none of the refused ones; then a write on its own works")
+
+
+def test_url_written_back_keeps_the_nodes_own_timeout():
+    """The url column did not show a node's own timeout_ms, so the
+    README's own idiom, UPDATE ... SET url = url || '...', quietly put the
+    node back on the setting's timeout. The url shows it now, and writing
+    the url back keeps it; a url without it puts the node on the setting."""
+    con = h.connect("", timeout_ms=50)
+    con.execute("INSERT INTO redlock_nodes(url) VALUES ('redis://u:p@127.0.0.1:7005/3?timeout_ms=5')")
+    r = one(con, "port = 7005")
+    eq((r["timeout_ms"], r["url"]), (5, "redis://u:%s@127.0.0.1:7005/3?timeout_ms=5" % MASK), "timeout and url")
+    con.execute("UPDATE redlock_nodes SET url = url WHERE port = 7005")
+    eq(one(con, "port = 7005")["timeout_ms"], 5, "timeout_ms after SET url = url")
+    con.execute("UPDATE redlock_nodes SET url = 'redis://u:%s@127.0.0.1:7005/4' WHERE port = 7005" % MASK)
+    eq(one(con, "port = 7005")["timeout_ms"], 50, "a url without timeout_ms: the setting's")
+    con.execute("UPDATE redlock_nodes SET port = port, timeout_ms = 7 WHERE port = 7005")
+    con.execute("UPDATE redlock_nodes SET db = 5 WHERE port = 7005")
+    eq(one(con, "port = 7005")["timeout_ms"], 7, "an UPDATE of another column keeps the node's own")

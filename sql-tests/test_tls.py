@@ -283,7 +283,8 @@ def test_url_options_and_columns():
     con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 4)")
     rows = h.node_rows(con)
     eq([r["tls"] for r in rows], [1, 1, 0], "tls column")
-    check(rows[0]["url"].startswith("rediss://:********@127.0.0.1:2/3?tls_ca_file="), "masked url: %r" % rows[0]["url"])
+    check(rows[0]["url"].startswith("rediss://:********@127.0.0.1:2/3?timeout_ms=70&tls_ca_file="),
+          "masked url: %r" % rows[0]["url"])
     eq([r["url"] for r in rows[1:]], ["rediss://127.0.0.1:3/0", "redis://127.0.0.1:4/0"], "urls")
     # the url shown makes the same node again (password aside)
     con2 = h.connect(None, defaults=True)
@@ -300,7 +301,7 @@ def test_url_options_and_columns():
     con.execute("UPDATE redlock_nodes SET tls = 1 WHERE port = 4")
     con.execute("UPDATE redlock_nodes SET timeout_ms = 90 WHERE port = 3")
     rows = h.node_rows(con)
-    eq([r["url"] for r in rows], ["redis://:********@127.0.0.1:2/3", "rediss://127.0.0.1:3/0",
+    eq([r["url"] for r in rows], ["redis://:********@127.0.0.1:2/3?timeout_ms=70", "rediss://127.0.0.1:3/0?timeout_ms=90",
                                   "rediss://127.0.0.1:4/0"], "urls after UPDATE")
     eq([r["tls"] for r in rows], [0, 1, 1], "tls after UPDATE")
 

@@ -308,9 +308,13 @@ void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen) {
                      ep->port, ep->db);
     if (k < 0 || (size_t)k >= buflen - used) return;
     used += (size_t)k;
-    /* The node's own TLS options, so the URL sets the node up again. */
+    /* The node's own timeout and TLS options, so the URL sets the node up again. */
     const rl_tls_opts *o = &ep->tls_opts;
     char sep = '?';
+    if (ep->timeout_ms > 0 && used + 20 < buflen) {
+        used += (size_t)snprintf(buf + used, buflen - used, "%ctimeout_ms=%d", sep, ep->timeout_ms);
+        sep = '&';
+    }
     if (o->verify != RL_TLS_VERIFY_INHERIT && used + 14 < buflen) {
         used += (size_t)snprintf(buf + used, buflen - used, "%ctls_verify=%d", sep, o->verify == RL_TLS_VERIFY_ON);
         sep = '&';

@@ -66,8 +66,9 @@ int rl_endpoint_copy(rl_endpoint *dst, const rl_endpoint *src);
 /* Frees the strings of ep and zeroes it. */
 void rl_endpoint_clear(rl_endpoint *ep);
 
-/* Writes "redis://user:********@host:port/db" into buf (rediss:// with the
- * node's own TLS options as a query): password masked, user name and
+/* Writes "redis://user:********@host:port/db" into buf (with the node's
+ * own timeout_ms, and for rediss:// its own TLS options, as a query):
+ * password masked, user name and
  * options percent-encoded, IPv6 host in brackets; it parses back to the
  * same host, port, db, user name and TLS options. */
 void rl_endpoint_format_url(const rl_endpoint *ep, char *buf, size_t buflen);
