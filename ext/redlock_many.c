@@ -64,14 +64,83 @@ static int json_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* The common case read without SQL: text (bytes long, no NUL byte) is a
- * JSON array of 1 to RL_MANY_MAX non-empty strings none of which holds an
- * escape or a control character, so each name is the bytes between its
- * quotes, as SQLite's JSON functions would give them. 1: read into *nm; 0:
- * text is anything else (*nm left empty: read_names then asks SQLite,
- * which says what is wrong); -1: out of memory. json_each costs a
- * statement step and a copy per name, most of what the call costs the
- * client for a large set. */
+/* The value of the 4 hex digits at s, or -1. */
+static long hex4(const char *s) {
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Decodes the JSON string whose body starts at t[*i] (after its opening
+ * quote) in place, into t[*out...], as SQLite's JSON functions would give
+ * it; stops after the closing quote. Returns the decoded length, or -1 for
+ * anything SQLite alone should judge: a raw control character, an unknown
+ * escape, \u0000, a surrogate that is not part of a pair (SQLite gives
+ * those bytes of its own), or no closing quote. Decoding only shrinks, so
+ * writing behind the reader is safe. */
+static long decode_string(char *t, size_t bytes, size_t *i, size_t out) {
+    size_t start = out;
+    while (*i < bytes) {
+        unsigned char c = (unsigned char)t[(*i)++];
+        if (c == '"') return (long)(out - start);
+        if (c < 0x20) return -1;
+        if (c != '\\') {
+            t[out++] = (char)c;
+            continue;
+        }
+        if (*i >= bytes) return -1;
+        char e = t[(*i)++];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            t[out++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            continue;
+        }
+        if (e != 'u' || *i + 4 > bytes) return -1;
+        long cp = hex4(t + *i);
+        *i += 4;
+        if (cp <= 0) return -1;
+        if (cp >= 0xdc00 && cp <= 0xdfff) return -1;
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+            if (*i + 6 > bytes || t[*i] != '\\' || t[*i + 1] != 'u') return -1;
+            long lo = hex4(t + *i + 2);
+            if (lo < 0xdc00 || lo > 0xdfff) return -1;
+            *i += 6;
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        }
+        if (cp < 0x80) t[out++] = (char)cp;
+        else if (cp < 0x800) {
+            t[out++] = (char)(0xc0 | cp >> 6);
+            t[out++] = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            t[out++] = (char)(0xe0 | cp >> 12);
+            t[out++] = (char)(0x80 | (cp >> 6 & 0x3f));
+            t[out++] = (char)(0x80 | (cp & 0x3f));
+        } else {
+            t[out++] = (char)(0xf0 | cp >> 18);
+            t[out++] = (char)(0x80 | (cp >> 12 & 0x3f));
+            t[out++] = (char)(0x80 | (cp >> 6 & 0x3f));
+            t[out++] = (char)(0x80 | (cp & 0x3f));
+        }
+    }
+    return -1;
+}
+
+/* Reads text (bytes long, no NUL byte) without SQL when it is a JSON
+ * array of 1 to RL_MANY_MAX non-empty strings, decoding their escapes as
+ * SQLite's JSON functions would. 1: read into *nm; 0: text is anything
+ * else (*nm left empty: read_names then asks SQLite, which says what is
+ * wrong); -1: out of memory. Reading it here costs neither a statement
+ * step and a copy per name (most of what the call costs the client for a
+ * large set) nor a table: json_each is a name that any table of a database
+ * the connection has open would hide. */
 static int read_plain_names(const char *text, size_t bytes, names *nm) {
     char *t = malloc(bytes + 1);
     if (!t) return -1;
@@ -84,16 +153,15 @@ static int read_plain_names(const char *text, size_t bytes, names *nm) {
         while (i < bytes && json_space(t[i])) i++;
         if (i == bytes || t[i++] != '"') goto other;
         size_t start = i;
-        while (i < bytes && t[i] != '"' && t[i] != '\\' && (unsigned char)t[i] >= 0x20) i++;
-        if (i == bytes || t[i] != '"' || i == start || nm->n == RL_MANY_MAX) goto other;
+        long len = decode_string(t, bytes, &i, start);
+        if (len <= 0 || nm->n == RL_MANY_MAX) goto other;
         if (nm->n == nm->cap && names_grow(nm) != 0) {
             names_free(nm);
             return -1;
         }
-        t[i] = '\0'; /* the closing quote: the name ends there */
+        t[start + (size_t)len] = '\0'; /* at or before the closing quote: the name ends there */
         nm->s[nm->n] = t + start;
-        nm->len[nm->n++] = i - start;
-        i++;
+        nm->len[nm->n++] = (size_t)len;
         while (i < bytes && json_space(t[i])) i++;
         if (i == bytes) goto other;
         if (t[i] == ',') {
@@ -192,7 +260,15 @@ static int read_names(sqlite3_context *ctx, sqlite3_value *v, names *nm) {
         return -1;
     }
     sqlite3_finalize(st);
-    if (!(st = run_json(ctx, "SELECT type, value FROM json_each(?1)", v))) return -1;
+    /* Element by element through scalar functions, which no table of a
+     * database file can hide (json_each can): only sets read_plain_names
+     * left, to refuse or with a lone surrogate, come here. */
+    if (!(st = run_json(ctx,
+                        "WITH RECURSIVE redlock_i(k) AS (SELECT 0 WHERE json_array_length(?1) > 0 "
+                        "UNION ALL SELECT k + 1 FROM redlock_i WHERE k + 1 < json_array_length(?1)) "
+                        "SELECT json_type(?1, '$[' || k || ']'), json_extract(?1, '$[' || k || ']') FROM redlock_i",
+                        v)))
+        return -1;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int k = nm->n + 1;
         const char *et = (const char *)sqlite3_column_text(st, 0);

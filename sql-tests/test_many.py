@@ -14,6 +14,7 @@ Run: /usr/bin/python3 sql-tests/run.py test_many
 
 import json
 import os
+import random
 import sqlite3
 import sys
 import tempfile
@@ -468,6 +469,56 @@ def test_names_read_alike_plain_or_escaped_1n():
         h.redlock_error(con, AM, text, 10000, what="acquire_many(%r)" % text, contains=(want,))
     for k in ("a", "b"):
         no_key(c, k, "nothing taken by the refused calls")
+
+
+def test_a_table_named_json_each_does_not_change_the_names_1n():
+    """A set with escapes (or one to refuse) was read through json_each,
+    which any table of that name in a database the connection has open
+    hides: with such a file attached, acquire_many of such a set failed
+    for every statement, blaming the SQLite build. Names are now decoded
+    without a table, so an attached file changes nothing."""
+    c = h.shared_cluster(1)
+    d = tempfile.mkdtemp(prefix="redlock-jsoneach-")
+    path = os.path.join(d, "shadow.db")
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE json_each(type, value)")
+    raw.execute("INSERT INTO json_each VALUES ('text', 'not-a-name-of-the-set')")
+    raw.commit()
+    raw.close()
+    for mode in ("attached", "main"):
+        if mode == "main":
+            con = h.connect(env(c), database=path)
+        else:
+            con = h.connect(env(c))
+            con.execute("ATTACH ? AS aux", (path,))
+        text = r'["q\"uote", "caf\u00e9", "\ud83d\ude00", "plain"]'
+        tok = is_token(value(con, AM, text, 10000), "acquire_many with escapes (%s)" % mode)
+        eq(sorted(r["resource"] for r in lock_rows(con)), sorted(['q"uote', "caf\u00e9", "\U0001F600", "plain"]),
+           "the names decoded (%s)" % mode)
+        eq(value(con, RMT, text, tok), 4, "released (%s)" % mode)
+        h.redlock_error(con, AM, '["a", 1]', 10000, contains=("element 2 of resources_json is a JSON integer",))
+        h.redlock_error(con, AM, json.dumps(["n%d" % i for i in range(10001)]), 10000,
+                        contains=("more than 10000 names",))
+        con.close()
+    no_key(c, "not-a-name-of-the-set", "the shadowing table's row was never a name")
+
+
+def test_escaped_names_decode_as_json_says_1n():
+    """Names with escapes are decoded by the extension itself now: over
+    random sets (every escape JSON has, characters from every UTF-8 length,
+    pairs of surrogates), the locks taken must be the names JSON decodes."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    rnd = random.Random(1729)
+    alphabet = ['"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x01", "a", "Z", "7", ":", " ",
+                "\u00e9", "\u07ff", "\u0800", "\uffff", "\U0001F600", "\U0010FFFF"]
+    for case in range(150):
+        names = sorted({"".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 8))) + str(i)
+                        for i in range(rnd.randint(1, 6))})
+        text = json.dumps(names, ensure_ascii=rnd.random() < 0.5)
+        tok = is_token(value(con, AM, text, 10000), "set %d: %s" % (case, text))
+        eq(sorted(r["resource"] for r in lock_rows(con)), names, "set %d decoded: %s" % (case, text))
+        eq(value(con, RMT, text, tok), len(names), "set %d released" % case)
 
 
 def test_counter_not_a_whole_number_is_refused_1n():
