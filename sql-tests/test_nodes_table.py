@@ -357,3 +357,20 @@ def test_url_written_back_keeps_the_nodes_own_timeout():
     con.execute("UPDATE redlock_nodes SET port = port, timeout_ms = 7 WHERE port = 7005")
     con.execute("UPDATE redlock_nodes SET db = 5 WHERE port = 7005")
     eq(one(con, "port = 7005")["timeout_ms"], 7, "an UPDATE of another column keeps the node's own")
+
+
+def test_short_numeric_ipv4_forms_are_refused():
+    """The resolver takes the old short and numeric IPv4 forms (127.1,
+    2130706433, 0x7f.1) and connects to 127.0.0.1, while a TLS node checked
+    that text as a host name against the certificate (and sent it as SNI).
+    They are refused when written, with the address in full."""
+    con = h.connect("")
+    for host in ("127.1", "2130706433", "0x7f.1", "127.0.1"):
+        redlock_error(con, "INSERT INTO redlock_nodes(host, port) VALUES (?, 7001)", host,
+                      contains=("127.0.0.1",), what="host %r" % host)
+        redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)", "rediss://%s:7001" % host,
+                      contains=("127.0.0.1",), what="url with host %r" % host)
+    eq(value(con, "SELECT count(*) FROM redlock_nodes"), 0, "no node added")
+    con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7001)")
+    con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('localhost', 7002)")
+    eq(value(con, "SELECT count(*) FROM redlock_nodes"), 2, "the full form and a name are fine")

@@ -3,6 +3,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_endpoint.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,15 @@ int rl_endpoint_check(const rl_endpoint *ep, rl_error *err) {
     for (size_t i = 0; i < hl; i++)
         if (!host_char_ok(ep->host[i], 1))
             return rl_error_set(err, RL_ERR_INVALID, "host has a character that is not allowed in a host name");
+    /* The resolver also takes the old short and numeric IPv4 forms (127.1,
+     * 2130706433, 0x7f.1) and connects to the address, while TLS would
+     * check such a text as a host name against the certificate. */
+    struct in_addr v4;
+    char full[INET_ADDRSTRLEN];
+    if (inet_aton(ep->host, &v4) && inet_pton(AF_INET, ep->host, &v4) != 1 &&
+        inet_ntop(AF_INET, &v4, full, sizeof full))
+        return rl_error_set(err, RL_ERR_INVALID, "host '%s' is an IPv4 address in a short or numeric form; write it "
+                                                 "in full, as %s", ep->host, full);
     if (ep->port < 1 || ep->port > RL_PORT_MAX)
         return rl_error_set(err, RL_ERR_INVALID, "port must be a number from 1 to %d", RL_PORT_MAX);
     if (ep->db < 0 || ep->db > RL_DB_MAX)
