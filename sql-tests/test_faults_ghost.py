@@ -9,6 +9,7 @@ GONE seconds of the node resuming."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import contextlib
+import sqlite3
 import threading
 import time
 
@@ -372,3 +373,46 @@ def _swallow(conn, *args):
         conn.cmd(*args)
     except h.RedisError:
         pass  # the script killed: an error reply
+
+
+def _release_lost_with_its_connection(release_sql):
+    """A release that never reached two nodes, because their connections
+    broke under it (the path went dark, then was reset), failed, and left
+    the key on those nodes for its whole TTL: nobody could take the lock
+    meanwhile. The release now goes again on each node's next connection,
+    as a failed attempt's cleanup does."""
+    with _proxied_cluster() as (c, ps, con):
+        warm(con)
+        is_token(value(con, "SELECT redlock_acquire('rl', ?)", TTL))
+        h.settle(con)
+        for p in ps[:2]:
+            p.blackhole()
+        out = {}
+
+        def release():
+            try:
+                out["value"] = value(con, release_sql)
+            except sqlite3.Error as e:
+                out["error"] = str(e)
+
+        t = threading.Thread(target=release)
+        t.start()
+        h.wait_until(lambda: c[2].cmd("EXISTS", "rl") == 0, GONE, interval=0.005, what="node 3 ran the release")
+        for p in ps[:2]:
+            _reset(p)
+        t.join(GONE)
+        check("error" in out and "could not release" in out["error"], "the release fails on two nodes: %r" % out)
+        eq([n.cmd("EXISTS", "rl") for n in c[:2]], [1, 1], "the key on nodes 1 and 2: the release never got there")
+        h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and
+                     [n.cmd("EXISTS", "rl") for n in c[:2]] == [0, 0],
+                     GONE, interval=0.02, what="the release sent again over the nodes' next connections")
+        other = h.connect(c)
+        is_token(value(other, "SELECT redlock_acquire('rl', 10000)"), "another client takes the lock")
+
+
+def test_release_lost_with_its_connection_is_sent_again_3n():
+    _release_lost_with_its_connection("SELECT redlock_release('rl')")
+
+
+def test_release_many_lost_with_its_connection_is_sent_again_3n():
+    _release_lost_with_its_connection("SELECT redlock_release_many('[\"rl\"]')")

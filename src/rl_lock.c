@@ -518,6 +518,7 @@ static void release_body(rl_client *c, const keys *k, const char *token, size_t 
     rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(c, k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens,
                   .quorum = out->quorum, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
     rl_round_run(c, &r);
+    rl_round_owe_broken(c, &r);
     if (r.yes >= out->quorum) {
         count_votes(out, &r);
         out->status = RL_OK;

@@ -513,6 +513,7 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
                       .wait_all = wait_all, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
                       .inspect = rel_inspect, .inspect_ctx = &s};
         rl_round_run(c, &r);
+        rl_round_owe_broken(c, &r);
         count_votes(out, &r);
         int undecided = 0;
         for (int j = 0; j < n; j++) {

@@ -653,6 +653,17 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
     }
 }
 
+void rl_round_owe_broken(rl_client *c, const rl_round *r) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_vote *v = &r->votes[i];
+        rl_node *node = c->nodes[i];
+        /* The round closed a connection that broke (check_nodes); a timed
+         * out one stalled instead, and carries what it owes itself. */
+        if (v->went_out && v->state == RL_V_FAIL && !v->timed_out && (!node->conn || node->conn->broken))
+            rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
+    }
+}
+
 void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
