@@ -8,6 +8,7 @@ made by openssl when the module starts (harness.TlsCerts)."""
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -100,20 +101,70 @@ def test_unknown_ca():
                 "TLS certificate verification failed", "tls_ca_file")
 
 
+def _hashed_ca_dir(name, ca):
+    """A CA directory as openssl rehash makes it, trusting ca (None: nothing)."""
+    d = os.path.join(CERTS.dir, name)
+    if not os.path.isdir(d):
+        os.mkdir(d)
+        if ca:
+            hv = subprocess.run([h.OPENSSL, "x509", "-hash", "-noout", "-in", ca], capture_output=True,
+                                text=True, check=True).stdout.strip()
+            os.symlink(ca, os.path.join(d, hv + ".0"))
+    return d
+
+
 def test_ca_from_settings_and_dir():
     n = h.TlsRedisNode()
     con = h.connect("rediss://127.0.0.1:%d" % n.port, tls_ca_file=CERTS.ca)
     is_token(value(con, "SELECT redlock_acquire('ca-set', 1000)"), "with tls_ca_file set by redlock_config")
     # a hashed CA directory, as c_rehash / openssl rehash make it
-    d = os.path.join(CERTS.dir, "cadir")
-    if not os.path.isdir(d):
-        os.mkdir(d)
-        import subprocess
-        h_ = subprocess.run([h.OPENSSL, "x509", "-hash", "-noout", "-in", CERTS.ca], capture_output=True,
-                            text=True, check=True).stdout.strip()
-        os.symlink(CERTS.ca, os.path.join(d, h_ + ".0"))
+    d = _hashed_ca_dir("cadir", CERTS.ca)
     con2 = h.connect("rediss://127.0.0.1:%d?tls_ca_dir=%s" % (n.port, d))
     is_token(value(con2, "SELECT redlock_acquire('ca-dir', 1000)"), "with tls_ca_dir in the URL")
+
+
+def test_nodes_differing_only_in_ca_dir_or_client_key_get_contexts_of_their_own():
+    """Nodes whose TLS settings are equal share one context. The text that
+    told settings apart held NUL bytes between its parts and was compared
+    with strcmp, so only tls_verify and tls_ca_file counted: a node whose
+    own tls_ca_dir trusts nothing used an earlier node's context (and CA),
+    connected to a server it must refuse and sent it its password; its own
+    client certificate and key were never loaded."""
+    n = h.TlsRedisNode(password="s3cret-pw")
+    trusting, empty = _hashed_ca_dir("cadir-a", CERTS.ca), _hashed_ca_dir("cadir-empty", None)
+    con = h.connect("", defaults=True)
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", ("rediss://127.0.0.1:%d?tls_ca_dir=%s" % (n.port, trusting),))
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", ("rediss://:s3cret-pw@localhost:%d?tls_ca_dir=%s"
+                                                             % (n.port, empty),))
+    value(con, "SELECT redlock_ping()")
+    rows = h.node_rows(con)
+    check("TLS certificate verification failed" in (rows[1]["last_error"] or ""),
+          "the node trusting nothing must refuse the server: %r" % rows[1]["last_error"])
+    # a client key that does not go with its certificate: refused on its own, and after another node too
+    con.execute("DELETE FROM redlock_nodes WHERE id = 2")
+    redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)", "rediss://localhost:%d?tls_ca_dir=%s&tls_cert_file=%s"
+                  "&tls_key_file=%s" % (n.port, trusting, CERTS.client, CERTS.server_key),
+                  contains=("not the key of the certificate",))
+
+
+def test_verify_off_by_setting_needs_the_password_of_a_node_that_takes_it():
+    """A password node's own checks cannot be turned off without giving the
+    password again (the nodes table); redlock_config('tls_verify', 0) turned
+    off the check of every node taking it from the setting, password or
+    not, so the password went to whatever answered at the node's address.
+    It is refused while such a node has a password."""
+    n = h.TlsRedisNode(password="s3cret-pw")
+    con = h.connect("rediss://:s3cret-pw@127.0.0.1:%d" % n.port, defaults=True, tls_ca_file=CERTS.ca)
+    is_token(value(con, "SELECT redlock_acquire('vo', 1000)"), "verified, with the password")
+    redlock_error(con, "SELECT redlock_config('tls_verify', 0)", contains=("node 1", "has a password"))
+    eq(value(con, "SELECT redlock_config('tls_verify')"), 1, "the setting is left on")
+    value(con, "SELECT redlock_release_all()")   # the nodes cannot change while locks are held
+    con.execute("UPDATE redlock_nodes SET url = ? WHERE id = 1",
+                ("rediss://:s3cret-pw@127.0.0.1:%d?tls_verify=1" % n.port,))
+    eq(value(con, "SELECT redlock_config('tls_verify', 0)"), 0, "allowed once the node has its own tls_verify")
+    is_token(value(con, "SELECT redlock_acquire('vo2', 1000)"), "the node still checks the certificate")
+    plain = h.connect(n.url, defaults=True)
+    eq(value(plain, "SELECT redlock_config('tls_verify', 0)"), 0, "a node without a password: allowed")
 
 
 def test_host_name_mismatch():

@@ -89,6 +89,22 @@ int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, rl_err
     return rc;
 }
 
+/* -1 with err set when some TLS node has a password and takes its
+ * certificate check from the tls_verify setting (caller holds c->mu). */
+static int refuse_verify_off(const rl_client *c, rl_error *err) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_endpoint *ep = &c->nodes[i]->ep;
+        if (!ep->tls || ep->tls_opts.verify != RL_TLS_VERIFY_INHERIT || !ep->password) continue;
+        long long id = (long long)c->nodes[i]->id;
+        rl_error_set(err, RL_ERR_STATE,
+                     "tls_verify 0 would turn off the certificate check of node %lld, which has a password and no "
+                     "tls_verify of its own; set it on that node with its password, as in UPDATE redlock_nodes SET "
+                     "url = 'rediss://:<password>@host:port?tls_verify=0' WHERE id = %lld", id, id);
+        return -1;
+    }
+    return 0;
+}
+
 int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, rl_error *err) {
     const setting *s = lookup(name);
     if (!s) return unknown(name, err);
@@ -117,7 +133,15 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
     pthread_mutex_lock(&c->mu);
     char *base = (char *)&c->set + s->offset;
     int rc = 0;
-    if (s->type == RL_SETTING_INT) {
+    /* A node's password is given again before its certificate check goes
+     * off (the nodes table): the same holds for the check a node takes
+     * from this setting, or SQL that cannot read the password could have
+     * it sent to whoever answers at the node's address. */
+    if (strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0)
+        rc = refuse_verify_off(c, err);
+    if (rc != 0) {
+        /* refused: nothing changes */
+    } else if (s->type == RL_SETTING_INT) {
         if (strcmp(s->name, "reconnect_min_ms") == 0 && in->i > c->set.reconnect_max_ms) rc = -1;
         if (strcmp(s->name, "reconnect_max_ms") == 0 && in->i < c->set.reconnect_min_ms) rc = -1;
         if (rc) rl_error_set(err, RL_ERR_INVALID, "reconnect_min_ms must not be larger than reconnect_max_ms");

@@ -202,17 +202,22 @@ int rl_tls_check_file(const char *setting, const char *path, rl_error *err) {
 char *rl_tls_config_key(const rl_tls_config *cfg) {
     const char *f[4] = {cfg->ca_file, cfg->ca_dir, cfg->cert_file, cfg->key_file};
     size_t len = 2;
-    for (int i = 0; i < 4; i++) len += (f[i] ? strlen(f[i]) : 0) + 2;
+    for (int i = 0; i < 4; i++) len += (f[i] ? strlen(f[i]) : 0) + 24;
     char *k = malloc(len), *p = k;
     if (!k) return NULL;
     *p++ = cfg->verify ? 'V' : 'N';
-    /* Each part is marked set or not and ends in NUL, so no two differ only in how they split. */
+    /* Each part says whether it is set and how long it is, so no two
+     * configurations give one text; and the text holds no NUL (paths hold
+     * none), so comparing it as a string compares all of it. */
     for (int i = 0; i < 4; i++) {
-        *p++ = f[i] ? '+' : '-';
-        size_t n = f[i] ? strlen(f[i]) : 0;
-        memcpy(p, f[i] ? f[i] : "", n);
+        if (!f[i]) {
+            *p++ = '-';
+            continue;
+        }
+        size_t n = strlen(f[i]);
+        p += snprintf(p, 24, "+%zu:", n);
+        memcpy(p, f[i], n);
         p += n;
-        *p++ = '\0';
     }
     *p = '\0';
     return k;
