@@ -458,3 +458,33 @@ def test_a_flood_of_release_messages_does_not_flood_the_nodes_1n():
     check(attempts <= bound, "%d attempts for %d messages in %.2f s (at most %d: one per %d ms)"
           % (attempts, published, result["took"], bound, gap_ms))
     eq(value(holder, "SELECT redlock_release('flood')"), 1, "the holder's release")
+
+
+def test_a_message_read_in_pieces_wakes_a_waiter_once_1n():
+    """A waiter's pause ended at the first bytes on its subscription even
+    when they were only part of a message: a large message (or one sent a
+    piece at a time) made it try again once per piece, neither at a real
+    release nor after its retry delay. A pause now ends only at a whole
+    message, its delay, the deadline or an interrupt."""
+    c = h.shared_cluster(1)
+    node = c[0]
+    holder = h.connect(c, fencing=0)
+    is_token(value(holder, "SELECT redlock_acquire('pieces', 60000)"))
+    waiter = h.connect(c, fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
+    result = {}
+
+    def wait():
+        result["value"] = value(waiter, "SELECT redlock_acquire('pieces', 10000, 3000)")
+
+    before = node.calls("set")
+    t = threading.Thread(target=wait)
+    t.start()
+    h.wait_until(lambda: node.cmd("PUBSUB", "NUMSUB", "pieces:released")[1] >= 1, what="the waiter subscribed")
+    h.wait_until(lambda: node.calls("set") - before >= 2, what="the waiter's try after subscribing")
+    node.cmd("PUBLISH", "pieces:released", "x" * (12 << 20))
+    t.join()
+    eq(result["value"], None, "the lock stayed the holder's")
+    attempts = node.calls("set") - before
+    check(attempts <= 4, "%d tries: the first, the one after subscribing, one for the message and one at the "
+                         "end of the wait" % attempts)
+    eq(value(holder, "SELECT redlock_release('pieces')"), 1, "the holder's release")

@@ -161,14 +161,22 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
     if (woken && got_some) d = rl_random_between(0, 5000);
     if (d < 0) d = 0;
     if (now + d > deadline) d = deadline - now;
-    woken = rl_wait_for_release(c, key, keylen, d); /* drops c->mu while it waits */
-    /* A release message proves nothing (anyone allowed to PUBLISH can send
+    /* Until d has passed or a whole release message came: bytes that are
+     * only part of one end a wait early, and must not end the pause. A
+     * message proves nothing either (anyone allowed to PUBLISH can send
      * one), so however many come, attempts stay RL_WAKE_GAP_US apart (d
      * apart, when d is shorter): messages make a waiter poll at that rate,
      * never faster. Those that come meanwhile are read and dropped. */
-    int64_t earliest = now + (d < RL_WAKE_GAP_US ? d : RL_WAKE_GAP_US);
-    for (int64_t t; woken > 0 && (t = rl_now_us()) < earliest;)
-        if (rl_wait_for_release(c, key, keylen, earliest - t) < 0) woken = -1;
+    int64_t until = now + d, earliest = now + (d < RL_WAKE_GAP_US ? d : RL_WAKE_GAP_US);
+    woken = 0;
+    for (int64_t t; (t = rl_now_us()) < (woken ? earliest : until);) {
+        int w = rl_wait_for_release(c, key, keylen, (woken ? earliest : until) - t); /* drops c->mu while it waits */
+        if (w < 0) {
+            woken = -1;
+            break;
+        }
+        woken |= w;
+    }
     if (woken < 0) {
         /* Every failed attempt is cleaned up before the pause: nothing is held. */
         finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
