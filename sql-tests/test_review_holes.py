@@ -424,40 +424,58 @@ def test_auto_extension_comes_before_the_cap_of_an_unanswered_extend_3n():
         check(sum(p > 3000 for p in pttls) >= 2, "the keys after the renewal: %r" % pttls)
 
 
+class _Waiter:
+    """On one node: a holder takes name for a minute, and a waiter whose
+    retry delay is a minute (so only wake-ups make it try early) waits
+    wait_ms for it in a thread, subscribed once start() returns. tries()
+    counts the waiter's acquire attempts (SET calls) since then."""
+
+    def __init__(self, name, wait_ms):
+        self.name, self.node = name, h.shared_cluster(1)[0]
+        self.holder = h.connect([self.node], fencing=0)
+        is_token(value(self.holder, "SELECT redlock_acquire(?, 60000)", name))
+        self.waiter = h.connect([self.node], fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
+        self.sql, self.result = "SELECT redlock_acquire('%s', 10000, %d)" % (name, wait_ms), {}
+        self.thread = threading.Thread(target=self._wait)
+
+    def _wait(self):
+        start = time.monotonic()
+        self.result["value"] = value(self.waiter, self.sql)
+        self.result["took"] = time.monotonic() - start
+
+    def start(self):
+        self.before = self.node.calls("set")
+        self.thread.start()
+        h.wait_until(lambda: self.node.cmd("PUBSUB", "NUMSUB", self.name + ":released")[1] >= 1,
+                     what="the waiter subscribed")
+
+    def tries(self):
+        return self.node.calls("set") - self.before
+
+    def end(self):
+        self.thread.join()
+        eq(self.result["value"], None, "the lock stayed the holder's")
+        eq(value(self.holder, "SELECT redlock_release(?)", self.name), 1, "the holder's release")
+        return self.tries(), self.result["took"]
+
+
 def test_a_flood_of_release_messages_does_not_flood_the_nodes_1n():
     """Anyone allowed to PUBLISH on <name>:released (or to write keys when
     keyspace events are on) woke a waiter for one more attempt per message:
     a publisher's loop became as many acquire rounds as the waiter could
     run. A waiter now tries again at most once per RL_WAKE_GAP_MS (or its
     retry delay, if shorter) however many messages come."""
-    gap_ms, wait_ms = 5, 1500
-    c = h.shared_cluster(1)
-    node = c[0]
-    holder = h.connect(c, fencing=0)
-    is_token(value(holder, "SELECT redlock_acquire('flood', 60000)"))
-    waiter = h.connect(c, fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
-    result = {}
-
-    def wait():
-        start = time.monotonic()
-        result["value"] = value(waiter, "SELECT redlock_acquire('flood', 10000, %d)" % wait_ms)
-        result["took"] = time.monotonic() - start
-
-    before = node.calls("set")
-    t = threading.Thread(target=wait)
-    t.start()
-    h.wait_until(lambda: node.cmd("PUBSUB", "NUMSUB", "flood:released")[1] >= 1, what="the waiter subscribed")
+    gap_ms = 5
+    w = _Waiter("flood", 1500)
+    w.start()
     published = 0
-    while t.is_alive():
-        node.cmd("PUBLISH", "flood:released", "x")
+    while w.thread.is_alive():
+        w.node.cmd("PUBLISH", "flood:released", "x")
         published += 1
-    t.join()
-    eq(result["value"], None, "the lock stayed the holder's")
-    attempts = node.calls("set") - before
-    bound = 2 + int(result["took"] * 1000 / gap_ms)
+    attempts, took = w.end()
+    bound = 2 + int(took * 1000 / gap_ms)
     check(attempts <= bound, "%d attempts for %d messages in %.2f s (at most %d: one per %d ms)"
-          % (attempts, published, result["took"], bound, gap_ms))
-    eq(value(holder, "SELECT redlock_release('flood')"), 1, "the holder's release")
+          % (attempts, published, took, bound, gap_ms))
 
 
 def test_a_message_read_in_pieces_wakes_a_waiter_once_1n():
@@ -466,25 +484,10 @@ def test_a_message_read_in_pieces_wakes_a_waiter_once_1n():
     piece at a time) made it try again once per piece, neither at a real
     release nor after its retry delay. A pause now ends only at a whole
     message, its delay, the deadline or an interrupt."""
-    c = h.shared_cluster(1)
-    node = c[0]
-    holder = h.connect(c, fencing=0)
-    is_token(value(holder, "SELECT redlock_acquire('pieces', 60000)"))
-    waiter = h.connect(c, fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
-    result = {}
-
-    def wait():
-        result["value"] = value(waiter, "SELECT redlock_acquire('pieces', 10000, 3000)")
-
-    before = node.calls("set")
-    t = threading.Thread(target=wait)
-    t.start()
-    h.wait_until(lambda: node.cmd("PUBSUB", "NUMSUB", "pieces:released")[1] >= 1, what="the waiter subscribed")
-    h.wait_until(lambda: node.calls("set") - before >= 2, what="the waiter's try after subscribing")
-    node.cmd("PUBLISH", "pieces:released", "x" * (12 << 20))
-    t.join()
-    eq(result["value"], None, "the lock stayed the holder's")
-    attempts = node.calls("set") - before
+    w = _Waiter("pieces", 3000)
+    w.start()
+    h.wait_until(lambda: w.tries() >= 2, what="the waiter's try after subscribing")
+    w.node.cmd("PUBLISH", "pieces:released", "x" * (12 << 20))
+    attempts, _ = w.end()
     check(attempts <= 4, "%d tries: the first, the one after subscribing, one for the message and one at the "
                          "end of the wait" % attempts)
-    eq(value(holder, "SELECT redlock_release('pieces')"), 1, "the holder's release")
