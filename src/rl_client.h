@@ -55,7 +55,9 @@ typedef struct rl_node {
     rl_conn *stale;         /* a stalled connection kept only so late replies are
                                read and queued cleanups reach the node; or NULL */
     rl_conn *sub;           /* pub/sub connection for release wake-ups (rl_wait.c) */
-    int sub_ready;          /* sub has confirmed its subscriptions */
+    int sub_ready;          /* sub was asked to subscribe to the waited-for name's channels */
+    int sub_confirms;       /* of the two confirmations of that SUBSCRIBE, how many came
+                               (-1: it answered with an error and will confirm nothing) */
     int64_t stale_until_us;
     int health;
     int64_t retry_at_us;    /* while down: not contacted before this */
@@ -150,6 +152,8 @@ typedef struct rl_client {
     int64_t max_ttl_ms;  /* largest TTL used so far (restart guard, stale connections) */
     int64_t looked_us;   /* when a round last looked at every connection before sending (rl_round) */
     int64_t used_us;     /* when the last round ended: connections idle longer are checked before use (rl_round) */
+    int wake_left;       /* early attempts release messages may still bring about (rl_lock_pause) */
+    int64_t wake_filled_us; /* when wake_left last grew */
     rl_buf round_cmd[2]; /* owned scratch: a round's command in RESP, in full and by digest (rl_round) */
     rl_fenced_op recent_fenced[RL_RECENT_FENCED];
     int recent_next;

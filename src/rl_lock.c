@@ -142,6 +142,26 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
+/* A release message proves nothing (anyone allowed to PUBLISH on the
+ * channel can send one), so the attempts messages bring forward are
+ * counted out: RL_WAKE_BURST at once, then one per RL_WAKE_GAP_US. A
+ * hand-off goes at once; a flood of messages makes a waiter poll at that
+ * rate, never faster (those that come meanwhile are read and dropped).
+ * Takes one at t when there is one left. Caller holds c->mu. */
+static int take_early_attempt(rl_client *c, int64_t t) {
+    int64_t grown = (t - c->wake_filled_us) / RL_WAKE_GAP_US;
+    if (grown >= RL_WAKE_BURST - c->wake_left) {
+        c->wake_left = RL_WAKE_BURST;
+        c->wake_filled_us = t;
+    } else if (grown > 0) {
+        c->wake_left += (int)grown;
+        c->wake_filled_us += grown * RL_WAKE_GAP_US;
+    }
+    if (c->wake_left == 0) return 0;
+    c->wake_left--;
+    return 1;
+}
+
 int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
                   int64_t deadline, rl_outcome *out) {
     if (subscribed && !*subscribed) {
@@ -162,15 +182,20 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
     if (d < 0) d = 0;
     if (now + d > deadline) d = deadline - now;
     /* Until d has passed or a whole release message came: bytes that are
-     * only part of one end a wait early, and must not end the pause. A
-     * message proves nothing either (anyone allowed to PUBLISH can send
-     * one), so however many come, attempts stay RL_WAKE_GAP_US apart (d
-     * apart, when d is shorter): messages make a waiter poll at that rate,
-     * never faster. Those that come meanwhile are read and dropped. */
-    int64_t until = now + d, earliest = now + (d < RL_WAKE_GAP_US ? d : RL_WAKE_GAP_US);
+     * only part of one end a wait early, and must not end the pause. */
+    int64_t until = now + d;
     woken = 0;
-    for (int64_t t; (t = rl_now_us()) < (woken ? earliest : until);) {
-        int w = rl_wait_for_release(c, key, keylen, (woken ? earliest : until) - t); /* drops c->mu while it waits */
+    for (;;) {
+        int64_t t = rl_now_us(), end = until;
+        if (woken) {
+            if (take_early_attempt(c, t)) break;
+            if (c->wake_filled_us + RL_WAKE_GAP_US < end) end = c->wake_filled_us + RL_WAKE_GAP_US;
+        }
+        if (t >= end) {
+            if (end < until) continue; /* an early attempt is due: take it */
+            break;
+        }
+        int w = rl_wait_for_release(c, key, keylen, end - t); /* drops c->mu while it waits */
         if (w < 0) {
             woken = -1;
             break;

@@ -128,9 +128,11 @@ int rl_lock_fence_raise(rl_client *c, const struct rl_round *r, long long fence,
 rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char *token, size_t toklen, int quorum,
                         int64_t *ttl_left_ms, int64_t *shared_k, rl_outcome *out);
 
-/* The shortest pause between two attempts of a waiting acquire that
- * release messages can bring about (see rl_lock_pause). */
-#define RL_WAKE_GAP_US 5000
+/* How many early attempts release messages can bring about (see
+ * rl_lock_pause): RL_WAKE_BURST at once, then one per RL_WAKE_GAP_US, for
+ * each client. */
+#define RL_WAKE_BURST 8
+#define RL_WAKE_GAP_US 2000
 
 /* The pause between two attempts of an acquire that waits (rl_shared and
  * rl_many wait the same way). With subscribed (NULL: the caller subscribes
@@ -142,8 +144,9 @@ rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char
  * ended early by a release of key. Returns 1 when a release woke it, 0
  * when the delay ran out (woken unchanged when it only subscribed), -1
  * when the acquire must stop (out says why: interrupted, or the node list
- * changed). A release only lets the next attempt come sooner: never
- * sooner than RL_WAKE_GAP_US after now. Caller holds c->mu, which is
+ * changed). A release message lets the next attempt come at once while
+ * the client has an early attempt left (RL_WAKE_BURST, RL_WAKE_GAP_US),
+ * and otherwise when it has one again. Caller holds c->mu, which is
  * dropped while it waits. */
 int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
                   int64_t deadline, rl_outcome *out);

@@ -73,7 +73,10 @@ static rl_conn *open_sub(rl_client *c, rl_node *node) {
 }
 
 /* Reads every push reply on node's sub; returns 1 when one was a message
- * on ch. Confirmations are counted into *confirmed, and an error reply (a
+ * on ch after both confirmations of the SUBSCRIBE: one before them was
+ * published before it ran, to an earlier wait's subscription on the same
+ * name (whose UNSUBSCRIBE was not read yet), and says nothing of the lock
+ * now. Confirmations are counted into *confirmed, and an error reply (a
  * user who may not SUBSCRIBE, a failed AUTH) sets it to -1 for good: that
  * node will confirm nothing. */
 static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
@@ -82,8 +85,8 @@ static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
     rl_reply *r;
     while (rl_conn_next_reply(node->sub, &tag, &r) == 1) {
         int k = classify(r, ch);
-        if (k == 1) woken = 1;
-        if (confirmed && *confirmed >= 0) {
+        if (k == 1 && *confirmed >= 2) woken = 1;
+        if (*confirmed >= 0) {
             if (r && r->type == REDIS_REPLY_ERROR) *confirmed = -1;
             else if (k == 2) (*confirmed)++;
         }
@@ -96,14 +99,14 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
     int64_t now = rl_now_us(), deadline = now;
     int cancelled = 0, woken = 0;
     channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
-    int *confirmed = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *confirmed);
     struct pollfd *pfd = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *pfd);
     int *who = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *who);
     int ready = 0;
-    if (!chs || !confirmed || !pfd || !who) goto out;
+    if (!chs || !pfd || !who) goto out;
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         node->sub_ready = 0;
+        node->sub_confirms = 0;
         if (node->health == RL_HEALTH_DOWN || channels_make(node, key, keylen, &chs[i]) != 0) continue;
         if (node->sub && node->sub->broken) {
             rl_conn_close(node->sub);
@@ -126,8 +129,8 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
         int k = 0, waiting = 0;
         for (int i = 0; i < c->n; i++) {
             rl_node *node = c->nodes[i];
-            if (!node->sub_ready || confirmed[i] < 0 || node->sub->broken) continue;
-            waiting += confirmed[i] < 2;
+            if (!node->sub_ready || node->sub_confirms < 0 || node->sub->broken) continue;
+            waiting += node->sub_confirms < 2;
             pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
             who[k++] = i;
         }
@@ -146,7 +149,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
             if (!pfd[j].revents) continue;
             rl_node *node = c->nodes[who[j]];
             rl_conn_progress(node->sub, pfd[j].revents);
-            woken |= read_sub(node, &chs[who[j]], &confirmed[who[j]]);
+            woken |= read_sub(node, &chs[who[j]], &node->sub_confirms);
         }
         /* A release came on a confirmed subscription: the caller tries again
          * now rather than after a hung node's confirmation that never comes. */
@@ -154,9 +157,15 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
     }
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
-        node->sub_ready = node->sub_ready && confirmed[i] >= 2;
-        if (node->sub_ready) ready++;
-        else if (node->sub) {
+        if (node->sub_ready && node->sub_confirms >= 2) {
+            ready++;
+            continue;
+        }
+        /* A release cut the wait short: those still to confirm are kept,
+         * and confirm while the caller waits (rl_wait_for_release). */
+        if (woken && node->sub_ready && node->sub_confirms >= 0 && !node->sub->broken) continue;
+        node->sub_ready = 0;
+        if (node->sub) {
             /* Unconfirmed in time: this connection's stream can no longer be trusted. */
             rl_conn_close(node->sub);
             node->sub = NULL;
@@ -165,7 +174,6 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
 out:
     for (int i = 0; chs && i < c->n; i++) channels_free(&chs[i]);
     free(chs);
-    free(confirmed);
     free(pfd);
     free(who);
     return cancelled ? -1 : ready;
@@ -202,7 +210,7 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
     }
     for (int i = 0; i < n; i++) {
         rl_node *node = c->nodes[i];
-        if (!node->sub_ready || !node->sub || node->sub->broken) continue;
+        if (!node->sub_ready || !node->sub || node->sub->broken || node->sub_confirms < 0) continue;
         pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
         who[k++] = i;
     }
@@ -219,7 +227,7 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
         rl_conn_progress(node->sub, pfd[j].revents);
         channels ch;
         if (channels_make(node, key, keylen, &ch) != 0) continue;
-        woken |= read_sub(node, &ch, NULL);
+        woken |= read_sub(node, &ch, &node->sub_confirms);
         channels_free(&ch);
     }
     free(pfd);

@@ -22,8 +22,10 @@
  * and waits for the confirmations: at most each node's timeout, never past
  * until_us (the caller's own deadline, rl_now_us() time), not for a node
  * that answered with an error, and no longer once a release was announced
- * on a confirmed one. Returns how many nodes confirmed, or -1 when the
- * client's cancel callback ended the wait. Caller holds c->mu. */
+ * on a confirmed one (the nodes still to confirm then are kept, and
+ * confirm while rl_wait_for_release waits). Returns how many nodes
+ * confirmed, or -1 when the client's cancel callback ended the wait.
+ * Caller holds c->mu. */
 int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us);
 
 /* Waits up to wait_us for a release message on key's channels. Drops
