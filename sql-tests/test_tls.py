@@ -147,6 +147,31 @@ def test_nodes_differing_only_in_ca_dir_or_client_key_get_contexts_of_their_own(
                   contains=("not the key of the certificate",))
 
 
+def test_an_insert_or_update_reads_the_files_as_they_are_now():
+    """A row written (INSERT, or UPDATE, even SET url = url) reads its TLS
+    files again, so a CA file renewed on disk takes effect and a file gone
+    is reported. A context of equal settings was shared instead: an UPDATE
+    after the CA file had been replaced kept trusting the old CA, and an
+    INSERT naming a deleted file went through."""
+    n = h.TlsRedisNode()
+    d = tempfile.mkdtemp(prefix="redlock-reread-")
+    try:
+        ca = os.path.join(d, "ca.pem")
+        shutil.copy(CERTS.ca, ca)
+        con = h.connect("rediss://127.0.0.1:%d?tls_ca_file=%s" % (n.port, ca), defaults=True)
+        is_token(value(con, "SELECT redlock_acquire('rr', 1000)"), "trusted by the CA in the file")
+        value(con, "SELECT redlock_release_all()")
+        shutil.copy(CERTS.other_ca, ca)   # the file now holds another CA
+        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")
+        err = h.redlock_error(con, "SELECT redlock_acquire('rr2', 1000)", contains=("TLS certificate verification failed",))
+        check("unknown CA" in err, "the renewed file's CA does not know the server: %r" % err)
+        os.remove(ca)
+        redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)", "rediss://localhost:%d?tls_ca_file=%s" % (n.port, ca),
+                      contains=("No such file",))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_verify_off_by_setting_needs_the_password_of_a_node_that_takes_it():
     """A password node's own checks cannot be turned off without giving the
     password again (the nodes table); redlock_config('tls_verify', 0) turned

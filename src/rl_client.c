@@ -191,7 +191,7 @@ int64_t rl_client_add_node(rl_client *c, const rl_endpoint *ep, int64_t id, rl_e
         c->cap = cap;
     }
     /* TLS files are loaded now, so a bad one is reported by the INSERT. */
-    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) goto out;
+    if (node->ep.tls && rl_client_tls_prepare(c, node, 1, err) != 0) goto out;
     node->id = id > 0 ? id : c->next_id;
     if (c->next_id != 0 && node->id >= c->next_id) c->next_id = node->id == INT64_MAX ? 0 : node->id + 1;
     node->cfg = ++c->cfg_count;
@@ -238,7 +238,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_er
      * fails the UPDATE and leaves the node as it was. */
     if (copy.tls) {
         rl_node trial = {.ep = copy};
-        if (rl_client_tls_prepare(c, &trial, err) != 0) goto out;
+        if (rl_client_tls_prepare(c, &trial, 1, err) != 0) goto out;
         tls = trial.tls;
     }
     rl_conn_close(node->conn);
@@ -440,8 +440,8 @@ static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
     return cfg;
 }
 
-int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err) {
-    if (node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
+int rl_client_tls_prepare(rl_client *c, rl_node *node, int fresh, rl_error *err) {
+    if (!fresh && node->tls.ctx && node->tls.gen == c->tls_gen) return 0;
     rl_tls_config cfg = tls_config(c, &node->ep.tls_opts);
     char *key = rl_tls_config_key(&cfg);
     if (!key) {
@@ -449,7 +449,7 @@ int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err) {
         return -1;
     }
     SSL_CTX *ctx = NULL;
-    for (int i = 0; i < c->n && !ctx; i++) {
+    for (int i = 0; i < c->n && !ctx && !fresh; i++) {
         const rl_tls_peer *o = &c->nodes[i]->tls;
         if (o->ctx && o->gen == c->tls_gen && strcmp(o->key, key) == 0) ctx = rl_tls_ctx_ref(o->ctx);
     }

@@ -286,10 +286,13 @@ int rl_client_quorum(const rl_client *c);
 /* The drift allowance for a TTL: ttl * drift_factor + 2 ms, in microseconds. */
 int64_t rl_client_drift_us(const rl_client *c, int64_t ttl_ms);
 
-/* Makes sure a TLS node has a context built from its present settings
- * (shared with the client's nodes whose settings are the same). Returns 0,
- * or -1 with the reason in err (a file that cannot be loaded, ...). */
-int rl_client_tls_prepare(rl_client *c, rl_node *node, rl_error *err);
+/* Makes sure a TLS node has a context built from its present settings,
+ * shared with the client's nodes whose settings are the same; fresh (a
+ * row being written) builds one of its own instead, reading the files as
+ * they are now, so that a renewed file takes effect and a missing one is
+ * reported. Returns 0, or -1 with the reason in err (a file that cannot be
+ * loaded, ...). */
+int rl_client_tls_prepare(rl_client *c, rl_node *node, int fresh, rl_error *err);
 
 /* With restart_guard on: how many more microseconds node must have been up
  * before its yes counts for a call now (0: it counts; INT64_MAX: its uptime

@@ -20,7 +20,7 @@ void rl_node_name(const rl_node *node, char *buf, size_t buflen) {
 }
 
 rl_conn *rl_node_open(rl_client *c, rl_node *node, rl_error *err) {
-    if (node->ep.tls && rl_client_tls_prepare(c, node, err) != 0) return NULL;
+    if (node->ep.tls && rl_client_tls_prepare(c, node, 0, err) != 0) return NULL;
     rl_conn *conn = rl_conn_open((const struct sockaddr *)&node->addr, node->addrlen, err);
     if (!conn || !node->ep.tls) return conn;
     SSL *ssl = rl_tls_new(&node->tls, conn->fd, node->ep.host, err);

@@ -654,6 +654,11 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
 }
 
 void rl_round_owe_broken(rl_client *c, const rl_round *r) {
+    /* A node down for long keeps what it is owed for up to the largest TTL:
+     * a large release_many is left to its keys' TTLs instead. */
+    size_t bytes = 0;
+    for (int k = 0; k < r->argc; k++) bytes += r->lens[k];
+    if (bytes > RL_OWED_RELEASE_MAX) return;
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];

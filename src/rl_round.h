@@ -67,11 +67,14 @@ int rl_round_sent(const rl_client *c, const rl_round *r);
  * without waiting for any reply. */
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
 
+/* The largest release kept by rl_round_owe_broken (its arguments' bytes). */
+#define RL_OWED_RELEASE_MAX 65536
+
 /* Keeps round r's command (a release: it compares the token, so running
  * twice does no harm) for the next connection of every node it went out to
  * whose connection broke before the node answered, as a failed attempt's
  * cleanup is kept: it may not have reached the node, whose key would then
- * stay for its TTL. */
+ * stay for its TTL. Not a command over RL_OWED_RELEASE_MAX bytes. */
 void rl_round_owe_broken(rl_client *c, const rl_round *r);
 
 /* Sends a command, without waiting for any reply, to every node whose

@@ -239,6 +239,14 @@ void rl_wait_unsubscribe(rl_client *c) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         if (!node->sub || !node->sub_ready) continue;
+        if (node->sub_confirms < 2) {
+            /* Its confirmations were never read: the next SUBSCRIBE would
+             * take them for its own, before the server has run it. */
+            rl_conn_close(node->sub);
+            node->sub = NULL;
+            node->sub_ready = 0;
+            continue;
+        }
         const char *argv[1] = {"UNSUBSCRIBE"};
         size_t lens[1] = {11};
         rl_conn_send(node->sub, NULL, 1, argv, lens);
