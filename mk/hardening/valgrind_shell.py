@@ -264,6 +264,7 @@ def sc_nodes_table(c):
 INSERT INTO redlock_nodes(url) VALUES ('redis://alice:secretpw@127.0.0.1:1/2?timeout_ms=100');
 INSERT INTO redlock_nodes(host, port, password) VALUES ('127.0.0.1', 2, 'secretpw');
 UPDATE redlock_nodes SET port = 3 WHERE port = 2;
+UPDATE redlock_nodes SET port = 3, password = 'secretpw' WHERE port = 2;
 SELECT 'pw:' || group_concat(coalesce(password, '-')) FROM redlock_nodes;
 SELECT 'url:' || url FROM redlock_nodes WHERE port = 1;
 DELETE FROM redlock_nodes WHERE port IN (1, 3);
@@ -279,7 +280,8 @@ SELECT 'count:' || count(*) FROM redlock_nodes;
         need("count:3" in got, "rows after the scenario: %r (stderr %r)" % (got, err))
         need(any(l.startswith("pw:") and "********" in l for l in got), "password not masked: %r" % got)
         need("secretpw" not in out and "secretpw" not in err, "the password was shown: %r %r" % (out, err))
-        need(err.count("redlock: ") >= 4, "expected four refusals, got %r" % err)
+        need(err.count("redlock: ") >= 5, "expected five refusals, got %r" % err)
+        need("give the password again" in err, "moving a node kept its password: %r" % err)
     return sql, c, 1, check
 
 
