@@ -183,3 +183,25 @@ def test_connections_the_servers_closed_while_idle_are_made_again_3n():
         eq(value(con, "SELECT redlock_release('idle')"), 1, "the release after the servers closed the connections")
         eq([n.get("idle") for n in cl], [None] * 3, "no key left")
         eq([r["state"] for r in node_rows(con)], ["up"] * 3, "no node was marked down")
+
+
+def test_a_split_vote_waits_for_a_hung_node_no_longer_than_the_ttl_3n():
+    """One node says yes, one says no (held by someone else) and the third
+    is hung: only the hung node's answer could still make a quorum, so the
+    attempt waited for its whole timeout (20 s here). Past the TTL (less
+    the drift allowance) no answer can make the lock valid any more: the
+    attempt now ends there, as a refusal, and is cleaned up."""
+    with h.Cluster(3) as cl:
+        con = h.connect(cl, timeout_ms=20000)
+        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "connected to every node")
+        eq(cl[1].cmd("SET", "split", "someone-else", "PX", "60000"), "OK", "node 2 held by another client")
+        cl[2].stop()
+        try:
+            start = time.monotonic()
+            eq(value(con, "SELECT redlock_acquire('split', 1000)"), None, "no quorum: refused")
+            took = time.monotonic() - start
+            check(took < SOON, "the attempt ended %.2f s after it began, not at the hung node's 20 s timeout" % took)
+            h.wait_until(lambda: cl[0].cmd("EXISTS", "split") == 0, what="our key on node 1 cleaned up")
+            eq(cl[1].get("split"), "someone-else", "the other client's key untouched")
+        finally:
+            cl[2].cont()

@@ -409,7 +409,10 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         size_t f_lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, k.keylen, k.fkeylen, k.flkeylen,
                            RL_TOKEN_LEN, ttllen, fttllen};
         int fenced = c->set.fencing != 0;
+        /* Past the TTL less the drift allowance no answer can make the lock
+         * valid: a split vote waits for a hung node no longer than that. */
         rl_round r = {.kind = fenced ? RL_K_ACQUIRE_FENCED : RL_K_ACQUIRE,
+                      .give_up_after_us = rl_lock_validity_us(c, ttl_ms, 0, 0),
                       .argc = fenced ? 9 : 6,
                       .argv = fenced ? f_argv : set_argv,
                       .lens = fenced ? f_lens : set_lens,

@@ -368,7 +368,8 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
             k.argv[x] = details, k.lens[x++] = dlen;
         }
         for (int i = 0; i < c->n; i++) a.blocker[i] = -1;
-        rl_round r = {.kind = RL_K_ACQUIRE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
+        rl_round r = {.kind = RL_K_ACQUIRE_MANY, .give_up_after_us = rl_lock_validity_us(c, ttl_ms, 0, 0),
+                      .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,
                       .inspect = acq_inspect, .inspect_ctx = &a};
         rl_round_run(c, &r);

@@ -607,7 +607,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
             v->by_digest = tag.by_digest;
         }
     }
-    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked) now = pump(c, r, op, INT64_MAX, now);
+    int64_t give_up = r->give_up_after_us > 0 ? r->start_us + r->give_up_after_us : INT64_MAX;
+    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked && now < give_up) now = pump(c, r, op, give_up, now);
     r->end_us = c->used_us = rl_now_us();
     if (r->kind == RL_K_RELEASE && script >= 0)
         for (int i = 0; i < c->n; i++)

@@ -40,6 +40,11 @@ typedef struct rl_round {
     signed char *items;         /* c->n * nitems, owned by the caller: items[i *
                                    nitems + k] is node i's answer for key k (1 yes,
                                    0 no), valid only while votes[i] is RL_V_YES */
+    int64_t give_up_after_us;   /* 0: none; else the round ends that long after
+                                   it started whatever is still pending (an
+                                   acquire: past its TTL less the drift allowance
+                                   no answer can make the lock valid); pending
+                                   votes stay pending, their replies read later */
     /* Optional: sees each reply of this round that would count as a yes or
      * a no, before it counts, to read what it carries; returns 0, or -1
      * with a reason in why to count it as a failure instead. */

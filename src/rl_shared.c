@@ -132,7 +132,8 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
         const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
         size_t lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1, 1, k.keylen, k.marklen, RL_TOKEN_LEN, strlen(ttl),
                          strlen(lim), dlen};
-        rl_round r = {.kind = RL_K_ACQUIRE_SHARED, .argc = c->set.holder_info ? 9 : 8, .argv = argv, .lens = lens,
+        rl_round r = {.kind = RL_K_ACQUIRE_SHARED, .give_up_after_us = rl_lock_validity_us(c, ttl_ms, 0, 0),
+                      .argc = c->set.holder_info ? 9 : 8, .argv = argv, .lens = lens,
                       .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes};
         rl_round_run(c, &r);
