@@ -205,3 +205,25 @@ def test_a_split_vote_waits_for_a_hung_node_no_longer_than_the_ttl_3n():
             eq(cl[1].get("split"), "someone-else", "the other client's key untouched")
         finally:
             cl[2].cont()
+
+
+def test_an_attempt_slower_than_its_ttl_says_so_3n():
+    """Every node answers, but later than the TTL: no lock can be valid, and
+    the error must say so and what to change, whether the attempt waited
+    for the answers or gave up at the TTL with them still on their way."""
+    from faultproxy import FaultProxy
+    with h.Cluster(3) as cl:
+        ps = [FaultProxy(n.host, n.port) for n in cl]
+        try:
+            con = h.connect([p.url for p in ps], timeout_ms=3000)
+            is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "connected to every node")
+            for p in ps:
+                p.delay_replies(400)
+            redlock_error(con, "SELECT redlock_acquire('slow', 100)",
+                          contains=("used up the validity of a 100 ms lock", "raise ttl_ms or lower timeout_ms"))
+            for p in ps:
+                p.pass_()
+            h.wait_until(lambda: all(n.cmd("EXISTS", "slow") == 0 for n in cl), what="the attempt cleaned up")
+        finally:
+            for p in ps:
+                p.close()
