@@ -23,9 +23,7 @@ typedef struct locks_cursor {
 } locks_cursor;
 
 static int locks_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    int rc = redlock_vtab_own_name(argc, argv, err);
-    if (rc != SQLITE_OK) return rc;
-    return redlock_vtab_connect(db, aux, LOCKS_SCHEMA, sizeof(redlock_vtab), out);
+    return redlock_vtab_connect(db, aux, argc, argv, err, LOCKS_SCHEMA, sizeof(redlock_vtab), out);
 }
 
 static int locks_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out) {

@@ -41,9 +41,7 @@ typedef struct nodes_cursor {
 } nodes_cursor;
 
 static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err) {
-    int rc = redlock_vtab_own_name(argc, argv, err);
-    if (rc != SQLITE_OK) return rc;
-    return redlock_vtab_connect(db, aux, NODES_SCHEMA, sizeof(nodes_vtab), out);
+    return redlock_vtab_connect(db, aux, argc, argv, err, NODES_SCHEMA, sizeof(nodes_vtab), out);
 }
 
 static int nodes_disconnect(sqlite3_vtab *vt) {

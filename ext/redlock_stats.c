@@ -18,8 +18,7 @@ SQLITE_EXTENSION_INIT3
 enum { NODE_STATS, LOCK_STATS };
 
 typedef struct stats_vtab {
-    sqlite3_vtab base;
-    redlock_state *st;
+    redlock_vtab t; /* first: the state and db */
     int kind;
 } stats_vtab;
 
@@ -46,18 +45,9 @@ static const char *const schemas[2] = {
 
 static int stats_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **err,
                          int kind) {
-    int rc = redlock_vtab_own_name(argc, argv, err);
-    if (rc != SQLITE_OK) return rc;
-    rc = sqlite3_declare_vtab(db, schemas[kind]);
-    if (rc != SQLITE_OK) return rc;
-    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    stats_vtab *vt = sqlite3_malloc(sizeof *vt);
-    if (!vt) return SQLITE_NOMEM;
-    memset(vt, 0, sizeof *vt);
-    vt->st = aux;
-    vt->kind = kind;
-    *out = &vt->base;
-    return SQLITE_OK;
+    int rc = redlock_vtab_connect(db, aux, argc, argv, err, schemas[kind], sizeof(stats_vtab), out);
+    if (rc == SQLITE_OK) ((stats_vtab *)*out)->kind = kind;
+    return rc;
 }
 
 static int node_stats_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
@@ -68,11 +58,6 @@ static int node_stats_connect(sqlite3 *db, void *aux, int argc, const char *cons
 static int lock_stats_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
                               char **err) {
     return stats_connect(db, aux, argc, argv, out, err, LOCK_STATS);
-}
-
-static int stats_disconnect(sqlite3_vtab *vt) {
-    sqlite3_free(vt);
-    return SQLITE_OK;
 }
 
 static int stats_best_index(sqlite3_vtab *vt, sqlite3_index_info *info) {
@@ -112,7 +97,7 @@ static int stats_filter(sqlite3_vtab_cursor *c, int idx, const char *idxStr, int
     (void)argv;
     stats_cursor *cur = (stats_cursor *)c;
     stats_vtab *vt = (stats_vtab *)c->pVtab;
-    rl_session *session = vt->st->session;
+    rl_session *session = vt->t.st->session;
     free_rows(cur);
     rl_session_check_fork(session);
     if (vt->kind == LOCK_STATS) {
@@ -179,7 +164,7 @@ static int stats_rowid(sqlite3_vtab_cursor *c, sqlite_int64 *rowid) {
 #define STATS_MODULE(connect_fn)                                                                               \
     {                                                                                                          \
         .iVersion = 1, .xCreate = 0, .xConnect = connect_fn, .xBestIndex = stats_best_index,                   \
-        .xDisconnect = stats_disconnect, .xDestroy = stats_disconnect, .xOpen = stats_open,                    \
+        .xDisconnect = redlock_vtab_disconnect, .xDestroy = redlock_vtab_disconnect, .xOpen = stats_open,      \
         .xClose = stats_close, .xFilter = stats_filter, .xNext = stats_next, .xEof = stats_eof,                \
         .xColumn = stats_column, .xRowid = stats_rowid,                                                        \
     }

@@ -1,4 +1,4 @@
-/* redlock_vtab: the pieces both virtual tables share (see redlock_vtab.h).
+/* redlock_vtab: the pieces the extension's virtual tables share (see redlock_vtab.h).
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_vtab.h"
 
@@ -6,7 +6,9 @@
 
 SQLITE_EXTENSION_INIT3
 
-int redlock_vtab_own_name(int argc, const char *const *argv, char **err) {
+/* Whether xConnect's argv names the table the extension made itself (see
+ * redlock_vtab_connect). */
+static int own_name(int argc, const char *const *argv, char **err) {
     if (argc == 3 && sqlite3_stricmp(argv[0], argv[2]) == 0 && sqlite3_stricmp(argv[1], "main") == 0) return SQLITE_OK;
     *err = sqlite3_mprintf("redlock: the table %s.%s is declared by a database file as USING %s; the extension's "
                            "tables are used only under their own names, so a file cannot give them another (use "
@@ -16,8 +18,11 @@ int redlock_vtab_own_name(int argc, const char *const *argv, char **err) {
     return SQLITE_ERROR;
 }
 
-int redlock_vtab_connect(sqlite3 *db, void *st, const char *schema, size_t size, sqlite3_vtab **out) {
-    int rc = sqlite3_declare_vtab(db, schema);
+int redlock_vtab_connect(sqlite3 *db, void *st, int argc, const char *const *argv, char **err, const char *schema,
+                         size_t size, sqlite3_vtab **out) {
+    int rc = own_name(argc, argv, err);
+    if (rc != SQLITE_OK) return rc;
+    rc = sqlite3_declare_vtab(db, schema);
     if (rc != SQLITE_OK) return rc;
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     redlock_vtab *vt = sqlite3_malloc64(size);

@@ -1,6 +1,7 @@
-/* redlock_vtab: what the two virtual tables (redlock_nodes, redlock_locks)
- * share: connecting with a declared schema, and a cursor over rows copied
- * when a scan starts.
+/* redlock_vtab: what the extension's virtual tables share: connecting
+ * (only under their own names) with a declared schema, and, for
+ * redlock_nodes and redlock_locks, a cursor over rows copied when a scan
+ * starts.
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef REDLOCK_VTAB_H
 #define REDLOCK_VTAB_H
@@ -24,19 +25,18 @@ typedef struct redlock_cursor {
     int n, i;
 } redlock_cursor;
 
-/* SQLITE_OK when xConnect's argv names the table the extension made
- * itself (the module's own name, in main). A database file can declare
- * `CREATE VIRTUAL TABLE servers USING redlock_nodes` in its schema
- * (writable_schema) and SQLite then connects it whatever xCreate says:
- * the user's own statements on such a name would change the nodes or show
- * tokens. Otherwise SQLITE_ERROR with *err (sqlite3_malloc'ed) saying why. */
-int redlock_vtab_own_name(int argc, const char *const *argv, char **err);
-
-/* Declares schema, keeps the table out of views and triggers
- * (SQLITE_VTAB_DIRECTONLY), and allocates a zeroed table object of size
- * bytes (a struct whose first member is redlock_vtab) into *out, with
- * st (the module's aux) and db set. */
-int redlock_vtab_connect(sqlite3 *db, void *st, const char *schema, size_t size, sqlite3_vtab **out);
+/* xConnect of every table of the extension: refuses (SQLITE_ERROR, *err
+ * saying why) a table other than the one the extension made itself, under
+ * the module's own name in main (argc, argv as xConnect has them): a
+ * database file can declare `CREATE VIRTUAL TABLE servers USING
+ * redlock_nodes` in its schema (writable_schema), and SQLite connects it
+ * whatever xCreate says, so the user's own statements on that name would
+ * change the nodes or show tokens. Then declares schema, keeps the table
+ * out of views and triggers (SQLITE_VTAB_DIRECTONLY), and allocates a
+ * zeroed table object of size bytes (a struct whose first member is
+ * redlock_vtab) into *out, with st (the module's aux) and db set. */
+int redlock_vtab_connect(sqlite3 *db, void *st, int argc, const char *const *argv, char **err, const char *schema,
+                         size_t size, sqlite3_vtab **out);
 
 /* xDisconnect and xDestroy of a table that owns nothing else. */
 int redlock_vtab_disconnect(sqlite3_vtab *vt);
