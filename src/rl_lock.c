@@ -258,7 +258,7 @@ static void count_votes(rl_outcome *out, const rl_round *r) {
 }
 
 int rl_lock_ran_out(const rl_round *r, const rl_outcome *out, int64_t validity_us) {
-    return validity_us <= 0 && r->yes + r->no < out->quorum;
+    return r->yes >= out->quorum || (validity_us <= 0 && r->yes + r->no < out->quorum);
 }
 
 void rl_lock_too_slow(const rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out) {
@@ -482,7 +482,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                    "fencing number %lld could be stored on only %d of the %d nodes needed, so it was not handed out "
                    "and the lock was given back: %s",
                    fence, stored, out->quorum, wb_why);
-        } else if (r.yes >= out->quorum || rl_lock_ran_out(&r, out, validity)) {
+        } else if (rl_lock_ran_out(&r, out, validity)) {
             rl_lock_too_slow(&r, end_us, ttl_ms, out);
         } else {
             rl_lock_not_done(c, &r, out, "held elsewhere");

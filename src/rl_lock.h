@@ -171,9 +171,10 @@ rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out);
 void rl_lock_too_slow(const struct rl_round *r, int64_t end_us, int64_t ttl_ms, rl_outcome *out);
 
 /* Whether a failed attempt of round r ran out of time rather than into
- * other holders: no validity was left, and too few nodes had answered for
- * their answers to decide (the round gave up at the TTL, see
- * rl_round.give_up_after_us). Its error is then rl_lock_too_slow's. */
+ * other holders: a quorum said yes but no validity was left, or none was
+ * left and too few nodes had answered for their answers to decide (the
+ * round gave up at the TTL, see rl_round.give_up_after_us). Its error is
+ * then rl_lock_too_slow's. */
 int rl_lock_ran_out(const struct rl_round *r, const rl_outcome *out, int64_t validity_us);
 
 /* A fresh token for one attempt; RL_NO_QUORUM with out->msg when the

@@ -417,7 +417,7 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                    "fencing numbers could be stored on only %d of the %d nodes needed, so they were not handed out "
                    "and the locks were given back: %s",
                    stored, out->quorum, wb_why);
-        } else if (r.yes >= out->quorum || rl_lock_ran_out(&r, out, validity)) {
+        } else if (rl_lock_ran_out(&r, out, validity)) {
             rl_lock_too_slow(&r, end_us, ttl_ms, out);
         } else {
             not_taken(c, &r, out, &a);

@@ -655,18 +655,19 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
 }
 
 void rl_round_owe_broken(rl_client *c, const rl_round *r) {
-    /* A node down for long keeps what it is owed for up to the largest TTL:
-     * a large release_many is left to its keys' TTLs instead. */
-    size_t bytes = 0;
-    for (int k = 0; k < r->argc; k++) bytes += r->lens[k];
-    if (bytes > RL_OWED_RELEASE_MAX) return;
+    size_t bytes = 0; /* counted once a node needs it: not on every release */
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         rl_node *node = c->nodes[i];
         /* The round closed a connection that broke (check_nodes); a timed
          * out one stalled instead, and carries what it owes itself. */
-        if (v->went_out && v->state == RL_V_FAIL && !v->timed_out && (!node->conn || node->conn->broken))
-            rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
+        if (!v->went_out || v->state != RL_V_FAIL || v->timed_out || (node->conn && !node->conn->broken)) continue;
+        if (!bytes)
+            for (int k = 0; k < r->argc; k++) bytes += r->lens[k];
+        /* A node down for long keeps what it is owed for up to the largest
+         * TTL: a large release_many is left to its keys' TTLs instead. */
+        if (bytes > RL_OWED_RELEASE_MAX) return;
+        rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
     }
 }
 

@@ -137,11 +137,12 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
      * off (the nodes table): the same holds for the check a node takes
      * from this setting, or SQL that cannot read the password could have
      * it sent to whoever answers at the node's address. */
-    if (strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0)
-        rc = refuse_verify_off(c, err);
-    if (rc != 0) {
-        /* refused: nothing changes */
-    } else if (s->type == RL_SETTING_INT) {
+    if (strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0 && refuse_verify_off(c, err) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        free(copy);
+        return -1;
+    }
+    if (s->type == RL_SETTING_INT) {
         if (strcmp(s->name, "reconnect_min_ms") == 0 && in->i > c->set.reconnect_max_ms) rc = -1;
         if (strcmp(s->name, "reconnect_max_ms") == 0 && in->i < c->set.reconnect_min_ms) rc = -1;
         if (rc) rl_error_set(err, RL_ERR_INVALID, "reconnect_min_ms must not be larger than reconnect_max_ms");

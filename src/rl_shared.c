@@ -147,7 +147,7 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
         }
         /* Failed attempt: give back whatever we got, on every node that may hold it. */
         cleanup(c, &r, &k, token);
-        if (r.yes >= out->quorum || rl_lock_ran_out(&r, out, validity)) {
+        if (rl_lock_ran_out(&r, out, validity)) {
             rl_lock_too_slow(&r, r.end_us, ttl_ms, out);
         } else {
             rl_lock_not_done(c, &r, out, "held exclusively or full");
