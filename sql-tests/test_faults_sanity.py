@@ -103,6 +103,60 @@ def test_duplicate_does_not_get_two_votes_3n():
                 proxy.close()
 
 
+def test_a_server_listed_twice_answers_through_the_row_that_did_the_work_3n():
+    """[A through a proxy that delays requests, A direct, B]: both rows'
+    commands run on A, the direct row's first. Its acquire or release did
+    the work, and the first row then finds the key taken, or gone. The
+    server's one vote is the direct row's yes: every cycle must succeed (it
+    failed, or released with 0, when only the first row could speak)."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        slow = FaultProxy(a.host, a.port)
+        try:
+            con = h.connect([slow.url, a.url, b.url], timeout_ms=2000)
+            eq(value(con, "SELECT redlock_ping()"), 3, "the three rows answer")
+            eq(row_of(con, a.port, a.host)["state"], "duplicate", "state of the direct row")
+            slow.delay_requests(40)  # the first row's commands reach A last
+            for i in range(3):
+                tok = is_token(value(con, "SELECT redlock_acquire('tw', 10000)"), "acquire %d" % i)
+                eq(a.get("tw"), tok, "A holds the lock (cycle %d)" % i)
+                eq(b.get("tw"), tok, "B holds the lock (cycle %d)" % i)
+                eq(value(con, "SELECT redlock_release('tw')"), 1, "release %d" % i)
+                h.wait_until(lambda: a.cmd("EXISTS", "tw") == 0 and b.cmd("EXISTS", "tw") == 0, 2,
+                             what="the key gone from A and B after release %d" % i)
+            eq(row_of(con, a.port, a.host)["state"], "duplicate", "the direct row is still the duplicate")
+            report("sanity twin: the row that did the work speaks for its server (3 cycles)")
+        finally:
+            slow.close()
+
+
+def test_a_later_yes_from_a_server_listed_twice_replaces_its_earlier_no_3n():
+    """[A through a proxy that delays requests, A through a proxy that delays
+    replies, B]: the second row's acquire runs on A first, the first row's
+    then finds the key taken and its no is read first. When the second
+    row's yes comes in, it is A's answer: the acquire succeeds, with A's
+    vote counted once."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        late_req = FaultProxy(a.host, a.port)
+        late_rep = FaultProxy(a.host, a.port)
+        try:
+            con = h.connect([late_req.url, late_rep.url, b.url], timeout_ms=3000)
+            eq(value(con, "SELECT redlock_ping()"), 3, "the three rows answer")
+            late_req.delay_requests(40)
+            late_rep.delay_replies(200)
+            tok = is_token(value(con, "SELECT redlock_acquire('tl', 10000)"), "acquire")
+            eq(a.get("tl"), tok, "A holds the lock")
+            eq(b.get("tl"), tok, "B holds the lock")
+            late_req.pass_()
+            late_rep.pass_()
+            eq(value(con, "SELECT redlock_release('tl')"), 1, "release")
+            report("sanity twin: a later yes of the same server replaced its no")
+        finally:
+            late_req.close()
+            late_rep.close()
+
+
 def _uptime(node):
     info = node.cmd("INFO", "server")
     for line in info.splitlines():

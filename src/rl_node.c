@@ -248,8 +248,8 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
         node->uptime_at_us = rl_now_us();
     }
 
-    /* The same server listed twice: the lower id shows as the one that votes
-     * (within a round, only the first of them to answer counts, rl_round.c). */
+    /* The same server listed twice: the higher id shows as the duplicate
+     * (within a round the server's answer counts once, rl_round.c). */
     node->duplicate_of = 0;
     for (int i = 0; i < c->n; i++) {
         rl_node *o = c->nodes[i];
@@ -261,11 +261,11 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
             /* Say why on the other row too, or a duplicate whose INFO came
              * first shows no reason in redlock_nodes.last_error. */
             snprintf(o->last_error, sizeof o->last_error,
-                     "same server as node %lld (run_id %s...); its votes do not count", (long long)node->id, shown);
+                     "same server as node %lld (run_id %s...): one vote between them", (long long)node->id, shown);
         }
     }
     if (node->duplicate_of)
-        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %s...); its votes do not count",
+        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %s...): one vote between them",
                  (long long)node->duplicate_of, shown);
 }
 
@@ -344,6 +344,15 @@ int rl_node_known(const rl_node *node) {
     return node->info_known && node->role_known && node->checks_known == RL_CHECK_ALL;
 }
 
+/* Whether duplicate node reaches the same keys as the row it duplicates
+ * (the same database): then what its command did is its server's answer,
+ * which rl_round.c counts once whichever row gave it. */
+static int same_keys_as_its_twin(const rl_client *c, const rl_node *node) {
+    for (int i = 0; i < c->n; i++)
+        if (c->nodes[i]->id == node->duplicate_of) return c->nodes[i]->ep.db == node->ep.db;
+    return 0;
+}
+
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
                          size_t whylen) {
     if (!rl_node_known(node)) {
@@ -351,8 +360,9 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
         return 1;
     }
-    if (node->duplicate_of) {
-        snprintf(why, whylen, "same server as node %lld; its vote does not count", (long long)node->duplicate_of);
+    if (node->duplicate_of && !same_keys_as_its_twin(c, node)) {
+        snprintf(why, whylen, "same server as node %lld on another database; its vote does not count",
+                 (long long)node->duplicate_of);
         return 1;
     }
     if (node->is_replica) {

@@ -62,9 +62,11 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
 int rl_node_known(const rl_node *node);
 
 /* Why a yes from node must not count (its INFO or ROLE not read on this
- * connection, replica, duplicate, restart guard), written into why; 0 when
- * it counts. Node checks (rl_nodecheck_blocked) are the caller's. guard_applies: acquire and extend; the restart guard is judged
- * at now, when the reply was seen. */
+ * connection, replica, duplicate on another database, restart guard),
+ * written into why; 0 when it counts. Node checks (rl_nodecheck_blocked)
+ * and one answer per server (rl_round.c) are the caller's. guard_applies:
+ * acquire and extend; the restart guard is judged at now, when the reply
+ * was seen. */
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
                          size_t whylen);
 

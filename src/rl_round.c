@@ -53,20 +53,37 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
 
-/* Whether another node's answer of the same kind (state) already counts in
- * round r and came from the same server as node i (same run_id): one
- * server gets one vote, whichever of its rows answers first, even before
- * both rows' INFO replies are in to mark one of them a duplicate. */
-static int same_server_counted(const rl_client *c, const rl_round *r, int i, int state, char *why, size_t whylen) {
+/* One server listed twice (rows with the same run_id) has one vote in a
+ * round. Both rows' commands ran on it, and the second to run found what
+ * the first had done: a SET NX refused, a DEL with nothing left to delete.
+ * So a yes from either row is the server's answer, counted once, and a no
+ * counts only while no row of that server has said yes; this holds even
+ * before both rows' INFO replies are in to mark one of them a duplicate.
+ * Returns 1 when node i's answer (state) must not count, with the reason in
+ * why. A yes that comes after the server's no, from a row on the same
+ * database, takes that no's place. */
+static int same_server_answered(const rl_client *c, rl_round *r, int i, int state, char *why, size_t whylen) {
     const rl_node *node = c->nodes[i];
     if (!node->run_id[0]) return 0;
     for (int j = 0; j < c->n; j++) {
+        rl_vote *v = &r->votes[j];
+        const rl_node *o = c->nodes[j];
         /* run_ids are 40 random hex digits: the first byte nearly always tells them apart */
-        if (j == i || r->votes[j].state != state || c->nodes[j]->run_id[0] != node->run_id[0] ||
-            strcmp(c->nodes[j]->run_id, node->run_id) != 0)
+        if (j == i || (v->state != RL_V_YES && v->state != RL_V_NO) || o->run_id[0] != node->run_id[0] ||
+            strcmp(o->run_id, node->run_id) != 0)
             continue;
-        snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose vote counts already; this one does not",
-                 (long long)c->nodes[j]->id, node->run_id);
+        if (state == RL_V_YES && v->state == RL_V_NO && o->ep.db == node->ep.db) {
+            char replaced[RL_ERR_REASON_MAX];
+            snprintf(replaced, sizeof replaced,
+                     "same server as node %lld, whose later yes is the server's answer; this no does not count",
+                     (long long)node->id);
+            r->no--;
+            set_vote(r, v, RL_V_FAIL, replaced);
+            r->blocked++;
+            return 0; /* a server has at most one answer counted */
+        }
+        snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose answer counts already; this one does not",
+                 (long long)o->id, node->run_id);
         return 1;
     }
     return 0;
@@ -200,13 +217,13 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     /* A node that cannot keep locks (evicting, cluster): no answer of its
      * counts, and the reason given is the check, not what it said. */
     if (rl_nodecheck_blocked(c, node, why, sizeof why)) state = RL_V_FAIL, blocked = 1;
-    if ((state == RL_V_YES || state == RL_V_NO) && same_server_counted(c, r, i, state, why, sizeof why))
-        state = RL_V_FAIL, blocked = 1;
     /* A connection whose AUTH or SELECT failed is not the user
      * or database the node was configured with, yet on a server whose default
      * user needs no password it still runs our commands: on another
      * database, so neither its yes nor its no counts. */
     if ((state == RL_V_YES || state == RL_V_NO) && node->auth_failed) state = RL_V_FAIL, blocked = 1;
+    if ((state == RL_V_YES || state == RL_V_NO) && same_server_answered(c, r, i, state, why, sizeof why))
+        state = RL_V_FAIL, blocked = 1;
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if ((state == RL_V_YES || state == RL_V_NO) && r->inspect &&
         r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)
