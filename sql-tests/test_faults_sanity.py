@@ -5,6 +5,7 @@ lock WOULD pass if that node's yes counted, and asserts that it does not."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import socket
+import threading
 import time
 
 import harness as h
@@ -130,31 +131,120 @@ def test_a_server_listed_twice_answers_through_the_row_that_did_the_work_3n():
             slow.close()
 
 
+class _TwoRowsOfA:
+    """A connection listing [A through one proxy, A through another, third].
+    skew() makes the second row's commands run on A first while the first
+    row's answer is read first: the first proxy delays requests, the second
+    replies."""
+
+    def __init__(self, a, third_url, timeout_ms):
+        self.late_req = FaultProxy(a.host, a.port)
+        self.late_rep = FaultProxy(a.host, a.port)
+        try:
+            self.con = h.connect([self.late_req.url, self.late_rep.url, third_url], timeout_ms=timeout_ms)
+            eq(value(self.con, "SELECT redlock_ping()"), 3, "the three rows answer")
+        except BaseException:
+            self.close()
+            raise
+
+    def skew(self):
+        self.late_req.delay_requests(40)
+        self.late_rep.delay_replies(200)
+
+    def unskew(self):
+        self.late_req.pass_()
+        self.late_rep.pass_()
+
+    def close(self):
+        self.late_req.close()
+        self.late_rep.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def test_a_later_yes_from_a_server_listed_twice_replaces_its_earlier_no_3n():
-    """[A through a proxy that delays requests, A through a proxy that delays
-    replies, B]: the second row's acquire runs on A first, the first row's
-    then finds the key taken and its no is read first. When the second
-    row's yes comes in, it is A's answer: the acquire succeeds, with A's
-    vote counted once."""
+    """[A, A, B] as _TwoRowsOfA: the second row's acquire runs on A first,
+    the first row's then finds the key taken and its no is read first. When
+    the second row's yes comes in, it is A's answer: the acquire succeeds,
+    with A's vote counted once."""
     with h.Cluster(2) as c:
         a, b = c.nodes
-        late_req = FaultProxy(a.host, a.port)
-        late_rep = FaultProxy(a.host, a.port)
-        try:
-            con = h.connect([late_req.url, late_rep.url, b.url], timeout_ms=3000)
-            eq(value(con, "SELECT redlock_ping()"), 3, "the three rows answer")
-            late_req.delay_requests(40)
-            late_rep.delay_replies(200)
-            tok = is_token(value(con, "SELECT redlock_acquire('tl', 10000)"), "acquire")
+        with _TwoRowsOfA(a, b.url, 3000) as t:
+            t.skew()
+            tok = is_token(value(t.con, "SELECT redlock_acquire('tl', 10000)"), "acquire")
             eq(a.get("tl"), tok, "A holds the lock")
             eq(b.get("tl"), tok, "B holds the lock")
-            late_req.pass_()
-            late_rep.pass_()
-            eq(value(con, "SELECT redlock_release('tl')"), 1, "release")
+            t.unskew()
+            eq(value(t.con, "SELECT redlock_release('tl')"), 1, "release")
             report("sanity twin: a later yes of the same server replaced its no")
+
+
+def _in_thread(con, sql, seconds):
+    """sql's value or the exception it raised; a call still running after
+    `seconds` fails the test (a round that never ends would hang it)."""
+    res = {}
+
+    def run():
+        try:
+            res["v"] = value(con, sql)
+        except Exception as e:  # an error is an answer here
+            res["v"] = e
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(seconds)
+    check(not th.is_alive(), "%s did not return within %d s" % (sql, seconds))
+    return res["v"]
+
+
+def test_a_replaced_no_leaves_the_round_to_end_3n():
+    """As above, with B's connection reset once the lock is held: the server
+    listed twice says no, then yes, and B fails. The yes replaces the no,
+    and with every node answered the release must end at once, with the
+    no-quorum error (it spun, holding the client's lock, when the replaced
+    no still looked unanswered)."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        to_b = FaultProxy(b.host, b.port)
+        try:
+            with _TwoRowsOfA(a, to_b.url, 1000) as t:
+                is_token(value(t.con, "SELECT redlock_acquire('tr', 60000)"), "acquire")
+                t.skew()
+                to_b.reset()
+                r = _in_thread(t.con, "SELECT redlock_release('tr')", 10)
+                check(isinstance(r, Exception) and "could not be had" in str(r),
+                      "release with B reset: expected the no-quorum error, got %r" % (r,))
+                to_b.pass_()
+                t.unskew()
+                is_token(value(t.con, "SELECT redlock_acquire('tr2', 60000)"), "a later acquire")
+                eq(value(t.con, "SELECT redlock_release('tr2')"), 1, "a later release")
+                report("sanity twin: a replaced no leaves the round to end (%s)" % str(r)[:60])
         finally:
-            late_req.close()
-            late_rep.close()
+            to_b.close()
+
+
+def test_release_many_on_a_server_listed_twice_counts_what_either_row_deleted_3n():
+    """release_many answers a yes carrying a flag per name, so both rows of
+    one server say yes: the row whose script ran second finds the names
+    gone. What either row deleted is deleted on the server: both names must
+    count as released (it returned 0 when the second row's flags were read
+    first)."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        with _TwoRowsOfA(a, b.url, 3000) as t:
+            for i in range(3):
+                tok = is_token(value(t.con, "SELECT redlock_acquire_many('[\"m1\",\"m2\"]', 10000)"),
+                               "acquire_many %d" % i)
+                eq((a.get("m1"), a.get("m2")), (tok, tok), "A holds both names (cycle %d)" % i)
+                t.skew()
+                eq(value(t.con, "SELECT redlock_release_many('[\"m1\",\"m2\"]')"), 2, "release_many %d" % i)
+                t.unskew()
+                for n in (a, b):
+                    eq(n.cmd("EXISTS", "m1", "m2"), 0, "both names gone from %s (cycle %d)" % (n.addr, i))
+            report("sanity twin: release_many counts what either row deleted")
 
 
 def _uptime(node):

@@ -479,6 +479,17 @@ static int rel_inspect(void *ctx, int node, int state, const rl_reply *rep, char
     return 0;
 }
 
+/* A yes from a second row of a server whose yes counts through node into:
+ * the script that ran first there deleted the names, the second found them
+ * gone, so a name either deleted is deleted. */
+static void rel_fold(void *ctx, int into, const rl_reply *rep) {
+    rel_seen *s = ctx;
+    if (rep->type != REDIS_REPLY_STRING || rep->len != (size_t)s->n) return;
+    char *flags = s->flags + (size_t)into * (size_t)s->n;
+    for (int k = 0; k < s->n; k++)
+        if (rep->str[k] == '1') flags[k] = '1';
+}
+
 rl_status rl_many_release(rl_client *c, int n, const char *const *res, const size_t *lens, const char *const *toks,
                           const size_t *toklens, int wait_all, unsigned char *released, rl_outcome *out) {
     memset(out, 0, sizeof *out);
@@ -512,7 +523,7 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
          * them when they are the same). */
         rl_round r = {.kind = RL_K_RELEASE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
                       .wait_all = wait_all, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
-                      .inspect = rel_inspect, .inspect_ctx = &s};
+                      .inspect = rel_inspect, .fold = rel_fold, .inspect_ctx = &s};
         rl_round_run(c, &r);
         rl_round_owe_broken(c, &r);
         count_votes(out, &r);

@@ -59,12 +59,13 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
  * So a yes from either row is the server's answer, counted once, and a no
  * counts only while no row of that server has said yes; this holds even
  * before both rows' INFO replies are in to mark one of them a duplicate.
- * Returns 1 when node i's answer (state) must not count, with the reason in
- * why. A yes that comes after the server's no, from a row on the same
- * database, takes that no's place. */
+ * Returns the row whose answer counts for the server when node i's answer
+ * (state) must not, with the reason in why; else -1. A yes that comes
+ * after the server's no, from a row on the same database, takes that no's
+ * place. */
 static int same_server_answered(const rl_client *c, rl_round *r, int i, int state, char *why, size_t whylen) {
     const rl_node *node = c->nodes[i];
-    if (!node->run_id[0]) return 0;
+    if (!node->run_id[0]) return -1;
     for (int j = 0; j < c->n; j++) {
         rl_vote *v = &r->votes[j];
         const rl_node *o = c->nodes[j];
@@ -78,15 +79,16 @@ static int same_server_answered(const rl_client *c, rl_round *r, int i, int stat
                      "same server as node %lld, whose later yes is the server's answer; this no does not count",
                      (long long)node->id);
             r->no--;
+            v->state = RL_V_PENDING; /* answered, but set_vote changes only a pending vote */
             set_vote(r, v, RL_V_FAIL, replaced);
             r->blocked++;
-            return 0; /* a server has at most one answer counted */
+            return -1; /* a server has at most one answer counted */
         }
         snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose answer counts already; this one does not",
                  (long long)o->id, node->run_id);
-        return 1;
+        return j;
     }
-    return 0;
+    return -1;
 }
 
 /* Whether last_error holds a standing reason (duplicate, replica, a node
@@ -222,8 +224,16 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
      * user needs no password it still runs our commands: on another
      * database, so neither its yes nor its no counts. */
     if ((state == RL_V_YES || state == RL_V_NO) && node->auth_failed) state = RL_V_FAIL, blocked = 1;
-    if ((state == RL_V_YES || state == RL_V_NO) && same_server_answered(c, r, i, state, why, sizeof why))
-        state = RL_V_FAIL, blocked = 1;
+    if (state == RL_V_YES || state == RL_V_NO) {
+        int counted = same_server_answered(c, r, i, state, why, sizeof why);
+        if (counted >= 0) {
+            /* Both rows reach the same keys: what this one did is the server's too. */
+            if (state == RL_V_YES && r->votes[counted].state == RL_V_YES && r->fold &&
+                c->nodes[counted]->ep.db == node->ep.db)
+                r->fold(r->inspect_ctx, counted, rep);
+            state = RL_V_FAIL, blocked = 1;
+        }
+    }
     if (state == RL_V_FAIL && node->auth_failed) snprintf(why, sizeof why, "%s", node->last_error);
     if ((state == RL_V_YES || state == RL_V_NO) && r->inspect &&
         r->inspect(r->inspect_ctx, i, state, rep, why, sizeof why) != 0)

@@ -50,6 +50,11 @@ typedef struct rl_round {
      * with a reason in why to count it as a failure instead. */
     int (*inspect)(void *ctx, int node, int state, const rl_reply *rep, char *why, size_t whylen);
     void *inspect_ctx;
+    /* Optional: sees a yes that does not count because another row of the
+     * same server and database (node into) has a yes counted already, to add
+     * what this one did to into's answer (release_many: a name deleted
+     * through either row is deleted on the server). Gets inspect_ctx. */
+    void (*fold)(void *ctx, int into, const rl_reply *rep);
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;
