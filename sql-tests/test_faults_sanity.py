@@ -247,6 +247,30 @@ def test_release_many_on_a_server_listed_twice_counts_what_either_row_deleted_3n
             report("sanity twin: release_many counts what either row deleted")
 
 
+def test_a_duplicate_on_another_database_known_late_does_not_speak_for_its_server_3n():
+    """[A through a proxy that delays replies, A on database 1, B], fresh:
+    the database-1 row answers before A's row is known, so it is not yet
+    known as A's duplicate and its no (nothing there on database 1) counts.
+    Once A's row is known, that no is about other keys: it must not stand
+    against A's yes. A release by token of a lock held on A and B returns 1
+    (it returned 0, "not ours")."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        owner = h.connect([a.url, b.url])
+        tok = is_token(value(owner, "SELECT redlock_acquire('xd', 60000)"), "acquire on A and B")
+        slow = FaultProxy(a.host, a.port)
+        try:
+            slow.delay_replies(200)
+            con = h.connect([slow.url, a.url + "/1", b.url], timeout_ms=3000)
+            eq(value(con, "SELECT redlock_release('xd', ?)", tok), 1, "release by token on a fresh connection")
+            for n in (a, b):
+                eq(n.cmd("EXISTS", "xd"), 0, "the key gone from %s" % n.addr)
+            eq(row_of(con, a.port, a.host)["state"], "duplicate", "state of the database-1 row")
+            report("sanity twin: a duplicate on another database, known late, does not speak")
+        finally:
+            slow.close()
+
+
 def _uptime(node):
     info = node.cmd("INFO", "server")
     for line in info.splitlines():

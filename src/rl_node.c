@@ -344,13 +344,11 @@ int rl_node_known(const rl_node *node) {
     return node->info_known && node->role_known && node->checks_known == RL_CHECK_ALL;
 }
 
-/* Whether duplicate node reaches the same keys as the row it duplicates
- * (the same database): then what its command did is its server's answer,
- * which rl_round.c counts once whichever row gave it. */
-static int same_keys_as_its_twin(const rl_client *c, const rl_node *node) {
+int rl_node_duplicate_elsewhere(const rl_client *c, const rl_node *node) {
+    if (!node->duplicate_of) return 0;
     for (int i = 0; i < c->n; i++)
-        if (c->nodes[i]->id == node->duplicate_of) return c->nodes[i]->ep.db == node->ep.db;
-    return 0;
+        if (c->nodes[i]->id == node->duplicate_of) return c->nodes[i]->ep.db != node->ep.db;
+    return 1;
 }
 
 int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_applies, int64_t now, char *why,
@@ -360,7 +358,7 @@ int rl_node_vote_blocked(const rl_client *c, const rl_node *node, int guard_appl
                               "apart from the others; its vote does not count (allow INFO and ROLE to the user)");
         return 1;
     }
-    if (node->duplicate_of && !same_keys_as_its_twin(c, node)) {
+    if (rl_node_duplicate_elsewhere(c, node)) {
         snprintf(why, whylen, "same server as node %lld on another database; its vote does not count",
                  (long long)node->duplicate_of);
         return 1;

@@ -61,6 +61,12 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
  * connection: until then it cannot be told apart from the other nodes. */
 int rl_node_known(const rl_node *node);
 
+/* Whether node is a duplicate (the same server as a row with a lower id)
+ * on another database than that row: its answers are about other keys and
+ * never count. On the same database, what its command did is the server's
+ * answer, which rl_round.c counts once whichever row gave it. */
+int rl_node_duplicate_elsewhere(const rl_client *c, const rl_node *node);
+
 /* Why a yes from node must not count (its INFO or ROLE not read on this
  * connection, replica, duplicate on another database, restart guard),
  * written into why; 0 when it counts. Node checks (rl_nodecheck_blocked)

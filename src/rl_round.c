@@ -53,6 +53,17 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
     set_vote(r, &r->votes[i], RL_V_FAIL, why);
 }
 
+/* An answer of node j's that counted in round r no longer does: it becomes
+ * a failure that can never count, with why. */
+static void uncount(rl_round *r, int j, const char *why) {
+    rl_vote *v = &r->votes[j];
+    if (v->state == RL_V_YES) r->yes--;
+    else r->no--;
+    v->state = RL_V_PENDING; /* answered, but set_vote changes only a pending vote */
+    set_vote(r, v, RL_V_FAIL, why);
+    r->blocked++;
+}
+
 /* One server listed twice (rows with the same run_id) has one vote in a
  * round. Both rows' commands ran on it, and the second to run found what
  * the first had done: a SET NX refused, a DEL with nothing left to delete.
@@ -62,7 +73,8 @@ static void fail_pending(rl_round *r, int i, const char *why, int timed_out) {
  * Returns the row whose answer counts for the server when node i's answer
  * (state) must not, with the reason in why; else -1. A yes that comes
  * after the server's no, from a row on the same database, takes that no's
- * place. */
+ * place; an answer counted before its row was known to be a duplicate on
+ * another database (about other keys) stops counting. */
 static int same_server_answered(const rl_client *c, rl_round *r, int i, int state, char *why, size_t whylen) {
     const rl_node *node = c->nodes[i];
     if (!node->run_id[0]) return -1;
@@ -73,15 +85,18 @@ static int same_server_answered(const rl_client *c, rl_round *r, int i, int stat
         if (j == i || (v->state != RL_V_YES && v->state != RL_V_NO) || o->run_id[0] != node->run_id[0] ||
             strcmp(o->run_id, node->run_id) != 0)
             continue;
+        char gone[RL_ERR_REASON_MAX];
+        if (rl_node_duplicate_elsewhere(c, o)) {
+            snprintf(gone, sizeof gone, "same server as node %lld on another database; its answer does not count",
+                     (long long)o->duplicate_of);
+            uncount(r, j, gone);
+            continue;
+        }
         if (state == RL_V_YES && v->state == RL_V_NO && o->ep.db == node->ep.db) {
-            char replaced[RL_ERR_REASON_MAX];
-            snprintf(replaced, sizeof replaced,
+            snprintf(gone, sizeof gone,
                      "same server as node %lld, whose later yes is the server's answer; this no does not count",
                      (long long)node->id);
-            r->no--;
-            v->state = RL_V_PENDING; /* answered, but set_vote changes only a pending vote */
-            set_vote(r, v, RL_V_FAIL, replaced);
-            r->blocked++;
+            uncount(r, j, gone);
             return -1; /* a server has at most one answer counted */
         }
         snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose answer counts already; this one does not",
