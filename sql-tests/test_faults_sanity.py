@@ -271,6 +271,55 @@ def test_a_duplicate_on_another_database_known_late_does_not_speak_for_its_serve
             slow.close()
 
 
+def test_a_duplicate_on_another_database_never_decides_before_its_twin_is_known_3n():
+    """[A through a proxy that delays replies, A on database 1, B], fresh,
+    with A's database 0 holding the name for someone else. The database-1
+    row and B say yes at once; the database-1 row may be A's duplicate on
+    other keys until A's row is known, so its yes must not decide the
+    acquire. Once A's row answers, it is: the acquire is refused (it
+    returned a token)."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        a.cmd("SET", "xq", "someone-else", "PX", 60000)
+        slow = FaultProxy(a.host, a.port)
+        try:
+            slow.delay_replies(300)
+            con = h.connect([slow.url, a.url + "/1", b.url], timeout_ms=3000)
+            eq(value(con, "SELECT redlock_acquire('xq', 10000)"), None, "acquire with A held elsewhere")
+            eq(a.get("xq"), "someone-else", "the holder's key is untouched")
+            h.wait_until(lambda: b.cmd("EXISTS", "xq") == 0, 2, what="the failed attempt's key on B to go")
+            eq(row_of(con, a.port, a.host)["state"], "duplicate", "state of the database-1 row")
+            report("sanity twin: a duplicate on another database waits for its twin to be known")
+        finally:
+            slow.close()
+
+
+def test_rows_left_after_a_move_are_marked_as_duplicates_again_3n():
+    """[A, A through a proxy, A on database 1]: rows 2 and 3 are row 1's
+    duplicates. Row 1 is moved to B: row 3 is still row 2's duplicate on
+    another database and must stay marked, so its yes (A's database 1 is
+    free) cannot stand for A, whose database 0 holds the name for someone
+    else (the move left rows 2 and 3 unmarked, and the acquire passed)."""
+    with h.Cluster(2) as c:
+        a, b = c.nodes
+        p1 = FaultProxy(a.host, a.port)
+        slow = FaultProxy(a.host, a.port)
+        try:
+            con = h.connect([p1.url, slow.url, a.url + "/1"], timeout_ms=3000)
+            eq(value(con, "SELECT redlock_ping()"), 3, "the three rows answer")
+            con.execute("UPDATE redlock_nodes SET host = ?, port = ? WHERE id = 1", (b.host, b.port))
+            eq(value(con, "SELECT redlock_ping()"), 3, "the three rows answer after the move")
+            eq([r["state"] for r in node_rows(con)], ["up", "up", "duplicate"], "states after the move")
+            a.cmd("SET", "xu", "someone-else", "PX", 60000)
+            slow.delay_replies(300)
+            eq(value(con, "SELECT redlock_acquire('xu', 10000)"), None, "acquire with A held elsewhere")
+            eq(a.get("xu"), "someone-else", "the holder's key is untouched")
+            report("sanity twin: rows left after a move are marked again")
+        finally:
+            p1.close()
+            slow.close()
+
+
 def _uptime(node):
     info = node.cmd("INFO", "server")
     for line in info.splitlines():

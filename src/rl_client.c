@@ -204,10 +204,22 @@ out:
     return rc;
 }
 
-/* A node that was the same server as a removed or moved one votes again. */
-static void forget_duplicates_of(rl_client *c, int64_t id) {
-    for (int j = 0; j < c->n; j++)
-        if (c->nodes[j]->duplicate_of == id) c->nodes[j]->duplicate_of = 0;
+void rl_client_find_duplicates(rl_client *c) {
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        int64_t first = 0;
+        for (int j = 0; node->run_id[0] && j < c->n; j++) {
+            const rl_node *o = c->nodes[j];
+            if (o->id < node->id && (!first || o->id < first) && strcmp(o->run_id, node->run_id) == 0) first = o->id;
+        }
+        if (first && first != node->duplicate_of) {
+            char shown[16]; /* the run_id's first 12 bytes at most, whole characters */
+            rl_text_clean(shown, 13, node->run_id, strlen(node->run_id));
+            snprintf(node->last_error, sizeof node->last_error,
+                     "same server as node %lld (run_id %s...): one vote between them", (long long)first, shown);
+        }
+        node->duplicate_of = first;
+    }
 }
 
 int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_error *err) {
@@ -255,7 +267,7 @@ int rl_client_update_node(rl_client *c, int64_t id, const rl_endpoint *ep, rl_er
     memset(node, 0, sizeof *node);
     node->id = nid;
     node->owed = carry;
-    forget_duplicates_of(c, nid);
+    rl_client_find_duplicates(c); /* this row's run_id is gone: its duplicates are marked afresh */
     node->cfg = ++c->cfg_count;
     node->ep = copy;
     node->addr = addr;
@@ -278,7 +290,7 @@ int rl_client_remove_node(rl_client *c, int64_t id) {
         node_free(c->nodes[i]);
         memmove(&c->nodes[i], &c->nodes[i + 1], (size_t)(c->n - i - 1) * sizeof *c->nodes);
         c->n--;
-        forget_duplicates_of(c, id);
+        rl_client_find_duplicates(c);
     }
     pthread_mutex_unlock(&c->mu);
     return i >= 0 ? 0 : -1;
@@ -353,10 +365,8 @@ void rl_client_nodes_restore(rl_client *c, rl_node_list *list) {
     c->n = c->cap = list->n;
     c->next_id = list->next_id;
     for (int i = 0; i < n_now; i++)
-        if (now[i]) {
-            forget_duplicates_of(c, now[i]->id);
-            node_free(now[i]);
-        }
+        if (now[i]) node_free(now[i]);
+    rl_client_find_duplicates(c);
     list->slots = now; /* freed with the list */
     pthread_mutex_unlock(&c->mu);
 }

@@ -273,6 +273,13 @@ void rl_client_forget_after_fork(rl_client *c);
 /* The effective timeout of node in microseconds: its own, or the client's. */
 int64_t rl_client_timeout_us(const rl_client *c, const rl_node *node);
 
+/* Marks every row that is the same server (same run_id, as last read) as
+ * a row with a lower id: duplicate_of is the lowest such id, or 0. Run
+ * whenever a run_id is read or a row is moved or removed, so that no pair
+ * of rows for one server is left unmarked. A row newly marked says so in
+ * last_error. Caller holds c->mu. */
+void rl_client_find_duplicates(rl_client *c);
+
 /* Reports an event through the owner's callback, if any. */
 void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg);
 

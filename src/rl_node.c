@@ -223,8 +223,6 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
     if (rl_nodecheck_info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
-    char shown[16]; /* its first 12 bytes at most, whole characters, for last_error */
-    rl_text_clean(shown, 13, run_id, strlen(run_id));
     /* A run_id other than the one this node had means a restart that this
      * connection saw happen just now, whatever uptime the server reports. */
     int restart_seen = node->run_id[0] && strcmp(node->run_id, run_id) != 0;
@@ -250,23 +248,7 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
 
     /* The same server listed twice: the higher id shows as the duplicate
      * (within a round the server's answer counts once, rl_round.c). */
-    node->duplicate_of = 0;
-    for (int i = 0; i < c->n; i++) {
-        rl_node *o = c->nodes[i];
-        if (o == node || strcmp(o->run_id, run_id) != 0) continue;
-        if (o->id < node->id) {
-            if (!node->duplicate_of || o->id < node->duplicate_of) node->duplicate_of = o->id;
-        } else if (!o->duplicate_of || node->id < o->duplicate_of) {
-            o->duplicate_of = node->id;
-            /* Say why on the other row too, or a duplicate whose INFO came
-             * first shows no reason in redlock_nodes.last_error. */
-            snprintf(o->last_error, sizeof o->last_error,
-                     "same server as node %lld (run_id %s...): one vote between them", (long long)node->id, shown);
-        }
-    }
-    if (node->duplicate_of)
-        snprintf(node->last_error, sizeof node->last_error, "same server as node %lld (run_id %s...): one vote between them",
-                 (long long)node->duplicate_of, shown);
+    rl_client_find_duplicates(c);
 }
 
 rl_secrets rl_node_secrets(const rl_node *node, const char *token, size_t toklen) {

@@ -519,8 +519,51 @@ static int items_decided(const rl_client *c, const rl_round *r) {
     return 1;
 }
 
+/* Whether the rows are on more than one database: only then can a row be
+ * a duplicate whose answers are about other keys. */
+static int mixed_databases(const rl_client *c) {
+    for (int i = 1; i < c->n; i++)
+        if (c->nodes[i]->ep.db != c->nodes[0]->ep.db) return 1;
+    return 0;
+}
+
+/* Whether an answer counted in round r may still turn out to be about
+ * other keys: its row may be the duplicate, on another database, of a row
+ * with a lower id that has not answered and is not known on its current
+ * connection (its INFO would tell). Until that row answers or fails, the
+ * answer must not decide the round. */
+static int answer_unsettled(const rl_client *c, const rl_round *r) {
+    if (!mixed_databases(c)) return 0;
+    for (int i = 0; i < c->n; i++) {
+        if (r->votes[i].state != RL_V_YES && r->votes[i].state != RL_V_NO) continue;
+        const rl_node *node = c->nodes[i];
+        for (int j = 0; j < c->n; j++) {
+            const rl_node *o = c->nodes[j];
+            if (o->id < node->id && o->ep.db != node->ep.db && r->votes[j].state == RL_V_PENDING && !rl_node_known(o))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Answers counted before their row was known to be a duplicate on another
+ * database (the other row's INFO came later) stop counting. */
+static void uncount_elsewhere(const rl_client *c, rl_round *r) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_node *node = c->nodes[i];
+        if (node->duplicate_of && (r->votes[i].state == RL_V_YES || r->votes[i].state == RL_V_NO) &&
+            rl_node_duplicate_elsewhere(c, node)) {
+            char why[RL_ERR_REASON_MAX];
+            snprintf(why, sizeof why, "same server as node %lld on another database; its answer does not count",
+                     (long long)node->duplicate_of);
+            uncount(r, i, why);
+        }
+    }
+}
+
 static int decided(const rl_client *c, const rl_round *r) {
     if (r->wait_all) return 0;
+    if (r->kind != RL_K_PING && answer_unsettled(c, r)) return 0;
     if (r->nitems > 0) return items_decided(c, r);
     if (r->yes >= r->quorum) return 1;
     if (r->strict_no) /* "not ours" for certain, or wait for every answer */
@@ -650,7 +693,10 @@ void rl_round_run(rl_client *c, rl_round *r) {
         }
     }
     int64_t give_up = r->give_up_after_us > 0 ? r->start_us + r->give_up_after_us : INT64_MAX;
-    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked && now < give_up) now = pump(c, r, op, give_up, now);
+    while (!decided(c, r) && r->yes + r->no + r->fail < r->asked && now < give_up) {
+        now = pump(c, r, op, give_up, now);
+        if (r->kind != RL_K_PING) uncount_elsewhere(c, r);
+    }
     r->end_us = c->used_us = rl_now_us();
     if (r->kind == RL_K_RELEASE && script >= 0)
         for (int i = 0; i < c->n; i++)
