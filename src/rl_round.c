@@ -561,9 +561,16 @@ static void uncount_elsewhere(const rl_client *c, rl_round *r) {
     }
 }
 
+/* Whether round r's answers are votes that a duplicate on another
+ * database must not give: not a ping's or a writer-waiting marker's
+ * (nothing is decided on those, and they end at the first answer). */
+static int votes_on_keys(const rl_round *r) {
+    return r->kind != RL_K_PING && r->kind != RL_K_MARK;
+}
+
 static int decided(const rl_client *c, const rl_round *r) {
     if (r->wait_all) return 0;
-    if (r->kind != RL_K_PING && answer_unsettled(c, r)) return 0;
+    if (votes_on_keys(r) && answer_unsettled(c, r)) return 0;
     if (r->nitems > 0) return items_decided(c, r);
     if (r->yes >= r->quorum) return 1;
     if (r->strict_no) /* "not ours" for certain, or wait for every answer */
@@ -695,7 +702,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
     int64_t give_up = r->give_up_after_us > 0 ? r->start_us + r->give_up_after_us : INT64_MAX;
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked && now < give_up) {
         now = pump(c, r, op, give_up, now);
-        if (r->kind != RL_K_PING) uncount_elsewhere(c, r);
+        if (votes_on_keys(r)) uncount_elsewhere(c, r);
     }
     r->end_us = c->used_us = rl_now_us();
     if (r->kind == RL_K_RELEASE && script >= 0)
