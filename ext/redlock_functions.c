@@ -187,6 +187,7 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res || redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
     if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
+    if (!redlock_txn_extend_allowed(ctx, redlock_state_of(ctx), res, reslen, token, toklen, ttl)) return;
     int not_held;
     rl_outcome o;
     rl_status st = rl_session_extend(redlock_state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);

@@ -37,12 +37,32 @@ int redlock_txn_writing(sqlite3 *db) {
     return w;
 }
 
-int redlock_txn_release_allowed(sqlite3_context *ctx, redlock_state *st, const char *fname) {
-    if (!redlock_txn_writing(sqlite3_context_db_handle(ctx))) return 1;
+/* Whether ctx's connection has uncommitted writes that a lock given up
+ * now would expose, release_in_write_txn not saying otherwise. */
+static int writes_to_protect(sqlite3_context *ctx, redlock_state *st) {
+    if (!redlock_txn_writing(sqlite3_context_db_handle(ctx))) return 0;
     rl_setting_value allow;
     rl_error err;
-    if (rl_setting_get(rl_session_client(st->session), "release_in_write_txn", &allow, &err) == 0 && allow.i)
-        return 1;
+    return !(rl_setting_get(rl_session_client(st->session), "release_in_write_txn", &allow, &err) == 0 && allow.i);
+}
+
+int redlock_txn_extend_allowed(sqlite3_context *ctx, redlock_state *st, const char *res, size_t reslen,
+                               const char *token, size_t toklen, int64_t ttl_ms) {
+    if (!writes_to_protect(ctx, st)) return 1;
+    int64_t left = rl_session_validity(st->session, res, reslen, token, toklen);
+    if (ttl_ms >= left) return 1;
+    redlock_result_error(ctx,
+                         "redlock_extend() refused: this connection has uncommitted writes (an open write "
+                         "transaction), and a TTL of %lld ms, shorter than the %lld ms the lock has left, could let "
+                         "it go before COMMIT, so that the next holder reads the data as it was before them; give a "
+                         "TTL of at least %lld ms, or COMMIT first (a lock that protects something other than this "
+                         "database: SELECT redlock_config('release_in_write_txn', 1))",
+                         (long long)ttl_ms, (long long)left, (long long)left);
+    return 0;
+}
+
+int redlock_txn_release_allowed(sqlite3_context *ctx, redlock_state *st, const char *fname) {
+    if (!writes_to_protect(ctx, st)) return 1;
     redlock_result_error(ctx,
                          "%s() refused: this connection has uncommitted writes (an open write transaction), and "
                          "releasing before COMMIT lets the next holder read the data as it was before them; COMMIT "

@@ -1,14 +1,18 @@
-/* redlock_txn: whether a release may run now. Releasing a lock while this
- * connection's writes are not yet committed lets the next holder read the
- * data as it was before them, so a release inside a write transaction is
- * refused unless the setting release_in_write_txn is 1 (for locks that
- * protect something other than this database). Writes to TEMP tables do
- * not count: no other connection can read them.
+/* redlock_txn: whether a release, or an extend that shortens a lock, may
+ * run now. Releasing a lock while this connection's writes are not yet
+ * committed lets the next holder read the data as it was before them, so a
+ * release inside a write transaction is refused unless the setting
+ * release_in_write_txn is 1 (for locks that protect something other than
+ * this database), and so is an extend that could let the lock expire
+ * first. Writes to TEMP tables do not count: no other connection can read
+ * them.
  * SPDX-License-Identifier: BSD-3-Clause */
 #ifndef REDLOCK_TXN_H
 #define REDLOCK_TXN_H
 
 #include <sqlite3ext.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "redlock_state.h"
 
@@ -20,5 +24,13 @@ int redlock_txn_writing(sqlite3 *db);
 /* 1 when fname (e.g. "redlock_release") may release locks now; else 0
  * with an error set on ctx that says to COMMIT first. */
 int redlock_txn_release_allowed(sqlite3_context *ctx, redlock_state *st, const char *fname);
+
+/* 1 when redlock_extend may give res (held by this session, with token
+ * when not NULL) a TTL of ttl_ms now: always, but for a TTL shorter than the
+ * validity it has left while writes are uncommitted, which could let the
+ * lock go before COMMIT as a release would; else 0 with an error on ctx
+ * that gives the TTL to use. */
+int redlock_txn_extend_allowed(sqlite3_context *ctx, redlock_state *st, const char *res, size_t reslen,
+                               const char *token, size_t toklen, int64_t ttl_ms);
 
 #endif

@@ -34,13 +34,20 @@ def db_file(d):
     return path
 
 
+def holding_with_writes_open(c, d, name):
+    """A connection to a new database file in d that holds name (60 s) and
+    has an uncommitted INSERT; returns it and the lock's token."""
+    con = h.connect(c, db_file(d))
+    tok = is_token(value(con, "SELECT redlock_acquire(?, 60000)", name))
+    con.execute("BEGIN")
+    con.execute("INSERT INTO results VALUES (1)")
+    return con, tok
+
+
 def test_release_inside_begin_is_refused_until_commit():
     c = cluster()
     with tempfile.TemporaryDirectory() as d:
-        con = h.connect(c, db_file(d))
-        tok = is_token(value(con, "SELECT redlock_acquire('cf:a', 60000)"))
-        con.execute("BEGIN")
-        con.execute("INSERT INTO results VALUES (1)")
+        con, tok = holding_with_writes_open(c, d, "cf:a")
         for sql in ("SELECT redlock_release('cf:a')", "SELECT redlock_release('cf:a', '%s')" % tok,
                     "SELECT redlock_release_all()"):
             msg = h.redlock_error(con, sql, contains=REFUSED)
@@ -50,6 +57,28 @@ def test_release_inside_begin_is_refused_until_commit():
         con.execute("COMMIT")
         eq(value(con, "SELECT redlock_release('cf:a')"), 1, "released after COMMIT")
         no_key(c, "cf:a", "after the release", settle_cons=(con,))
+        con.close()
+
+
+def test_extend_that_would_let_the_lock_go_before_commit_is_refused():
+    """An extend to a TTL shorter than what the lock has left would let it
+    expire before COMMIT, as a release would: refused while there are
+    uncommitted writes, with the TTL to give instead; a TTL at least as long
+    is allowed, and any TTL after COMMIT."""
+    c = cluster()
+    with tempfile.TemporaryDirectory() as d:
+        con, tok = holding_with_writes_open(c, d, "cf:e")
+        msg = h.redlock_error(con, "SELECT redlock_extend('cf:e', 3)",
+                              contains=("refused", "uncommitted writes", "COMMIT first", "at least"))
+        check(tok not in msg, "the token is not in the error")
+        h.redlock_error(con, "SELECT redlock_extend('cf:e', 3, '%s')" % tok, contains=REFUSED[:3])
+        holds(c, "cf:e", tok, 60000, "the lock stays on the nodes", settle_cons=(con,))
+        for n in c:
+            check(n.cmd("PTTL", "cf:e") > 50000, "the lock keeps its TTL on %s" % n.addr)
+        check(value(con, "SELECT redlock_extend('cf:e', 120000)") > 60000, "a longer extend is allowed")
+        con.execute("COMMIT")
+        check(value(con, "SELECT redlock_extend('cf:e', 3000)") is not None, "a short extend after COMMIT")
+        eq(value(con, "SELECT redlock_release('cf:e')"), 1, "released")
         con.close()
 
 
