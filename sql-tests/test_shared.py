@@ -496,6 +496,29 @@ def test_detach_and_adopt_shared_3n():
         check(tok not in members(node, "hand"), "released on %s" % node.addr)
 
 
+def test_adopt_of_a_hold_with_a_far_expiry_keeps_its_kind_3n():
+    """A hold whose expiry another writer pushed 2^32 ms ahead (ZADD on the
+    key) must still be read as a shared hold with no limit: its time left is
+    capped, as an exclusive lock's PTTL is, and not carried into the bits
+    that give the limit (adopt read it as max_holders 1, with 3 s left)."""
+    c = h.shared_cluster(3)
+    a, b = h.connect(c), h.connect(c)
+    tok = is_token(value(a, "SELECT redlock_acquire_shared('far', 20000)"))
+    eq(value(a, "SELECT redlock_detach('far')"), tok, "detach gives the token")
+    h.wait_until(lambda: all(tok in members(n, "far") for n in c), 5, what="the hold on every node")
+    for n in c:
+        sec, usec = n.cmd("TIME")
+        now_ms = int(sec) * 1000 + int(usec) // 1000
+        eq(n.cmd("ZADD", "far", "XX", "CH", now_ms + 2 ** 32 + 3000, tok), 1, "expiry pushed on %s" % n.addr)
+    v = value(b, "SELECT redlock_adopt('far', ?)", tok)
+    check(v is not None and v > 20000, "adopt gives a validity beyond the original TTL: %r" % v)
+    eq(value(b, "SELECT kind || '/' || ifnull(max_holders, 'none') FROM redlock_locks"),
+       value(h.connect(c), "SELECT 'shared/' || ifnull((SELECT max_holders FROM redlock_locks), 'none')"
+                           " FROM (SELECT redlock_acquire_shared('far2', 20000))"),
+       "adopted as a shared hold with no limit, as one taken here is listed")
+    eq(value(b, "SELECT redlock_release('far')"), 1, "the adopted hold is released")
+
+
 def test_adopt_of_a_limited_hold_needs_the_limits_quorum_3n():
     """A k = 2 hold on 3 nodes counts only on all 3 (q = 3). Once one node
     has lost it, adopt must not take it: on 2 nodes it no longer keeps a
