@@ -111,6 +111,25 @@ def test_reentrancy_after_expiry_takes_a_new_lock():
     holds(c, "exp", new, 20000, "the new lock")
 
 
+def test_reacquire_after_expiry_is_not_refused_by_its_own_old_key():
+    """A lock whose validity this connection has seen end may still be on
+    the nodes: its key lives for its TTL, the validity ends the drift
+    allowance earlier (here 40% of it). Acquiring the name again then must
+    not be refused by that key, which holds this connection's own old token:
+    it goes, and a new lock is taken (it returned NULL until the key's TTL
+    ran out)."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c), auto_extend=0, drift_factor=0.4)
+    old = is_token(value(con, "SELECT redlock_acquire('reold', 3000)"))
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('reold')") == 0, 5,
+                 what="the lock's validity to end")
+    check(all(n.get("reold") == old for n in c), "the old key is still on the nodes")
+    new = is_token(value(con, "SELECT redlock_acquire('reold', 20000)"), "acquire again")
+    check(new != old, "a new lock, not the expired one")
+    holds(c, "reold", new, 20000, "the new lock", settle_cons=(con,))
+    eq(value(con, "SELECT redlock_release('reold')"), 1, "the new lock is released")
+
+
 def _reentrancy_shell(n):
     c = h.shared_cluster(n)
     with tempfile.TemporaryDirectory() as d:

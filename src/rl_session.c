@@ -306,7 +306,16 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
             return RL_OK;
         }
         /* Expired or lost: taken anew below. Its holds are not forgotten: they
-         * stay counted, as lost ones, so each of their releases says "lost". */
+         * stay counted, as lost ones, so each of their releases says "lost".
+         * Its key may outlive its validity by the drift allowance, and would
+         * refuse the new attempt: it goes first, where it still holds the
+         * old token (nowhere, when the lock went to someone else). */
+        char stale[RL_TOKEN_LEN + 1];
+        memcpy(stale, h->token, sizeof stale);
+        pthread_mutex_unlock(&s->mu);
+        rl_outcome gone;
+        rl_lock_release(s->client, res, reslen, stale, RL_TOKEN_LEN, &gone);
+        pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     int auto_extend = s->client->set.auto_extend != 0; /* settings change only on this thread */
