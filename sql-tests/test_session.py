@@ -130,6 +130,27 @@ def test_reacquire_after_expiry_is_not_refused_by_its_own_old_key():
     eq(value(con, "SELECT redlock_release('reold')"), 1, "the new lock is released")
 
 
+def test_shell_exit_with_a_code_skips_the_release_as_the_readme_says():
+    """The README's warning: the shell's `.exit 1` ends the process without
+    closing the database, so a lock it holds stays until its TTL; with
+    redlock_release_all() before it, or a plain `.exit`, nothing is left."""
+    c = h.shared_cluster(3)
+    runs = (("xs1", "SELECT redlock_acquire('xs1', 60000) IS NOT NULL;\n.exit 1\n", 1, True),
+            ("xs2", "SELECT redlock_acquire('xs2', 60000) IS NOT NULL;\nSELECT redlock_release_all();\n.exit 1\n",
+             1, False),
+            ("xs3", "SELECT redlock_acquire('xs3', 60000) IS NOT NULL;\n.exit\n", 0, False))
+    for name, sql, want_rc, left in runs:
+        rc, out, err = h.shell(sql, h.timeout_env(c))
+        eq((rc, err), (want_rc, ""), "%s: exit status and stderr (stdout %r)" % (name, out))
+        if left:
+            h.wait_until(lambda: all(n.get(name) for n in c), 5,
+                         what="%s: the lock on every node after .exit 1" % name)
+            for n in c:
+                n.cmd("DEL", name)
+        else:
+            no_key(c, name, "%s: nothing left after the shell ended" % name)
+
+
 def _reentrancy_shell(n):
     c = h.shared_cluster(n)
     with tempfile.TemporaryDirectory() as d:
