@@ -312,6 +312,13 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
          * old token (nowhere, when the lock went to someone else). */
         char stale[RL_TOKEN_LEN + 1];
         memcpy(stale, h->token, sizeof stale);
+        /* Lost from now on, so that an extend of the keeper's still on its
+         * way cannot make it valid again once its key is gone. */
+        if (!h->lost) {
+            rl_session_count_lost(s, h);
+            h->lost = 1;
+            snprintf(h->lost_why, sizeof h->lost_why, "its validity ran out while it was held");
+        }
         pthread_mutex_unlock(&s->mu);
         rl_outcome gone;
         rl_lock_release(s->client, res, reslen, stale, RL_TOKEN_LEN, &gone);
