@@ -8,6 +8,7 @@
 #include "redlock_functions.h"
 
 #include "redlock_guard.h"
+#include "redlock_txn.h"
 
 SQLITE_EXTENSION_INIT3
 
@@ -16,6 +17,9 @@ static void fn_detach(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     size_t reslen;
     const char *res = redlock_arg_resource(ctx, argv[0], &reslen);
     if (!res) return;
+    /* Handed over to its TTL, the lock is no longer kept alive here: before
+     * COMMIT that lets go of it as a release does. */
+    if (!redlock_txn_release_allowed(ctx, redlock_state_of(ctx), "redlock_detach")) return;
     char token[RL_TOKEN_LEN + 1];
     int not_held;
     rl_outcome o;

@@ -65,8 +65,8 @@ int redlock_txn_release_allowed(sqlite3_context *ctx, redlock_state *st, const c
     if (!writes_to_protect(ctx, st)) return 1;
     redlock_result_error(ctx,
                          "%s() refused: this connection has uncommitted writes (an open write transaction), and "
-                         "releasing before COMMIT lets the next holder read the data as it was before them; COMMIT "
-                         "first and release after it (a lock that protects something other than this database: "
+                         "letting go of the lock before COMMIT lets the next holder read the data as it was before them; "
+                         "COMMIT first and call it after (a lock that protects something other than this database: "
                          "SELECT redlock_config('release_in_write_txn', 1))",
                          fname);
     return 0;

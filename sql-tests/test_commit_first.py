@@ -82,6 +82,24 @@ def test_extend_that_would_let_the_lock_go_before_commit_is_refused():
         con.close()
 
 
+def test_detach_before_commit_is_refused():
+    """A detach hands the lock over to its TTL (no more auto-extension here,
+    and an extend by its token then finds no validity to keep): before
+    COMMIT it lets go of the lock as a release does, so it is refused as a
+    release is, and the lock stays this connection's; after COMMIT it gives
+    the token."""
+    c = cluster()
+    with tempfile.TemporaryDirectory() as d:
+        con, tok = holding_with_writes_open(c, d, "cf:d")
+        msg = h.redlock_error(con, "SELECT redlock_detach('cf:d')", contains=REFUSED)
+        check(tok not in msg, "the token is not in the error")
+        eq(value(con, "SELECT token FROM redlock_locks"), tok, "still held by this connection")
+        con.execute("COMMIT")
+        eq(value(con, "SELECT redlock_detach('cf:d')"), tok, "detach after COMMIT gives the token")
+        eq(value(con, "SELECT redlock_release('cf:d', ?)", tok), 1, "released by its token")
+        con.close()
+
+
 def test_statement_that_writes_and_releases_is_refused():
     c = cluster()
     with tempfile.TemporaryDirectory() as d:
