@@ -519,6 +519,24 @@ def test_adopt_of_a_hold_with_a_far_expiry_keeps_its_kind_3n():
     eq(value(b, "SELECT redlock_release('far')"), 1, "the adopted hold is released")
 
 
+def test_adopt_of_a_hold_whose_limit_was_rewritten_is_not_stretched_3n():
+    """A limit entry that no redlock call writes (a fraction, or beyond the
+    largest max_holders), put there by another writer, must not turn into
+    days of validity: the hold is not adopted (a limit score of -1.5 ran
+    into the bits of the time left, and adopt gave 24.8 days)."""
+    c = h.shared_cluster(3)
+    a, b = h.connect(c), h.connect(c)
+    for score in ("-1.5", str(-3 - 10 ** 7)):
+        tok = is_token(value(a, "SELECT redlock_acquire_shared('oddlim', 20000)"))
+        eq(value(a, "SELECT redlock_detach('oddlim')"), tok, "detach gives the token")
+        h.wait_until(lambda: all(tok in members(n, "oddlim") for n in c), 5, what="the hold on every node")
+        for n in c:
+            n.cmd("ZADD", "oddlim", score, "")
+        eq(value(b, "SELECT redlock_adopt('oddlim', ?)", tok), None, "adopt with a limit score of %s" % score)
+        for n in c:
+            n.cmd("DEL", "oddlim")
+
+
 def test_adopt_of_a_limited_hold_needs_the_limits_quorum_3n():
     """A k = 2 hold on 3 nodes counts only on all 3 (q = 3). Once one node
     has lost it, adopt must not take it: on 2 nodes it no longer keeps a

@@ -579,6 +579,7 @@ typedef struct check_result {
 } check_result;
 
 #define CHECK_KIND_SHIFT 32 /* RL_SCRIPT_CHECK: (max_holders + 1) << 32 marks a shared holder */
+_Static_assert(RL_SHARED_MAX_HOLDERS == 1000000, "RL_SCRIPT_CHECK refuses limits above 1000000");
 
 static void check_body(rl_client *c, const keys *k, const char *token, size_t toklen, rl_vote *votes, rl_outcome *out,
                        void *arg) {

@@ -184,7 +184,9 @@
  * times 2^32, so the caller learns the kind and the limit (rl_lock.c,
  * CHECK_KIND_SHIFT); 0 on a key of any other type. Both times are capped
  * below 2^31: an exclusive lock's never reads as a shared holder's answer,
- * and a shared holder's never runs into the bits of its limit.
+ * and a shared holder's never runs into the bits of its limit. A limit
+ * that no call here writes (a fraction, above RL_SHARED_MAX_HOLDERS) gives
+ * 0: what it would mean is not known.
  * Reads only: the lock is neither lengthened nor shortened.
  * A key without expiry answers -1 (never made by this extension). */
 #define RL_SCRIPT_CHECK \
@@ -195,7 +197,9 @@
     "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
     "if not sc or tonumber(sc) <= now then return 0 end " \
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
-    "local t = tonumber(sc) - now if t > 2147483647 then t = 2147483647 end " \
+    "if k < 0 or k > 1000000 or k ~= math.floor(k) then return 0 end " \
+    "local t = math.floor(tonumber(sc) - now) if t < 1 then return 0 end " \
+    "if t > 2147483647 then t = 2147483647 end " \
     "return t + (k + 1) * 4294967296 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     "local t = redis.call('pttl',KEYS[1]) if t > 2147483647 then t = 2147483647 end return t"
