@@ -64,6 +64,20 @@ static void uncount(rl_round *r, int j, const char *why) {
     r->blocked++;
 }
 
+/* Node j's counted answer stops counting when its row is now known to be
+ * a duplicate on another database (its twin's INFO came after it counted):
+ * it was about other keys. Returns whether it did. */
+static int uncount_if_elsewhere(const rl_client *c, rl_round *r, int j) {
+    const rl_node *node = c->nodes[j];
+    if ((r->votes[j].state != RL_V_YES && r->votes[j].state != RL_V_NO) || !rl_node_duplicate_elsewhere(c, node))
+        return 0;
+    char why[RL_ERR_REASON_MAX];
+    snprintf(why, sizeof why, "same server as node %lld on another database; its answer does not count",
+             (long long)node->duplicate_of);
+    uncount(r, j, why);
+    return 1;
+}
+
 /* One server listed twice (rows with the same run_id) has one vote in a
  * round. Both rows' commands ran on it, and the second to run found what
  * the first had done: a SET NX refused, a DEL with nothing left to delete.
@@ -85,14 +99,9 @@ static int same_server_answered(const rl_client *c, rl_round *r, int i, int stat
         if (j == i || (v->state != RL_V_YES && v->state != RL_V_NO) || o->run_id[0] != node->run_id[0] ||
             strcmp(o->run_id, node->run_id) != 0)
             continue;
-        char gone[RL_ERR_REASON_MAX];
-        if (rl_node_duplicate_elsewhere(c, o)) {
-            snprintf(gone, sizeof gone, "same server as node %lld on another database; its answer does not count",
-                     (long long)o->duplicate_of);
-            uncount(r, j, gone);
-            continue;
-        }
+        if (uncount_if_elsewhere(c, r, j)) continue;
         if (state == RL_V_YES && v->state == RL_V_NO && o->ep.db == node->ep.db) {
+            char gone[RL_ERR_REASON_MAX];
             snprintf(gone, sizeof gone,
                      "same server as node %lld, whose later yes is the server's answer; this no does not count",
                      (long long)node->id);
@@ -546,21 +555,6 @@ static int answer_unsettled(const rl_client *c, const rl_round *r) {
     return 0;
 }
 
-/* Answers counted before their row was known to be a duplicate on another
- * database (the other row's INFO came later) stop counting. */
-static void uncount_elsewhere(const rl_client *c, rl_round *r) {
-    for (int i = 0; i < c->n; i++) {
-        const rl_node *node = c->nodes[i];
-        if (node->duplicate_of && (r->votes[i].state == RL_V_YES || r->votes[i].state == RL_V_NO) &&
-            rl_node_duplicate_elsewhere(c, node)) {
-            char why[RL_ERR_REASON_MAX];
-            snprintf(why, sizeof why, "same server as node %lld on another database; its answer does not count",
-                     (long long)node->duplicate_of);
-            uncount(r, i, why);
-        }
-    }
-}
-
 /* Whether round r's answers are votes that a duplicate on another
  * database must not give: not a ping's or a writer-waiting marker's
  * (nothing is decided on those, and they end at the first answer). */
@@ -702,7 +696,8 @@ void rl_round_run(rl_client *c, rl_round *r) {
     int64_t give_up = r->give_up_after_us > 0 ? r->start_us + r->give_up_after_us : INT64_MAX;
     while (!decided(c, r) && r->yes + r->no + r->fail < r->asked && now < give_up) {
         now = pump(c, r, op, give_up, now);
-        if (votes_on_keys(r)) uncount_elsewhere(c, r);
+        /* Answers counted before a twin's INFO showed them to be about other keys. */
+        for (int i = 0; votes_on_keys(r) && i < c->n; i++) uncount_if_elsewhere(c, r, i);
     }
     r->end_us = c->used_us = rl_now_us();
     if (r->kind == RL_K_RELEASE && script >= 0)
