@@ -248,6 +248,27 @@ def test_extend_with_fencing_off_still_stretches_the_counter():
         eq(value(a if con is b else k, "SELECT redlock_release('fx', ?)", tok), 1, "release")
 
 
+def test_extend_leaves_a_long_digit_string_under_the_counters_name_alone():
+    """A key x:fence whose value is digits only but longer than any fencing
+    number (16 digits at most) is not x's counter: another program's lock,
+    say, whose token happens to be all digits. An extend of x stretches its
+    counter, and must not stretch that key instead."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c), fencing=0)
+    foreign = "12345678901234567890123456789012"
+    for n in c:
+        n.cmd("SET", "lx:fence", foreign, "PX", "5000")
+    tok = is_token(value(con, "SELECT redlock_acquire('lx', 10000)"), "the lock")
+    check(value(con, "SELECT redlock_extend('lx', 60000)") > 0, "the extend")
+    h.settle(con)
+    pttls = _pttls(c, "lx:fence")
+    check(all(0 < p <= 5000 for p in pttls), "the other key keeps its own expiry (PTTLs %r, set to 5000)" % pttls)
+    eq([n.cmd("GET", "lx:fence") for n in c], [foreign] * 3, "the other key's value")
+    eq(value(con, "SELECT redlock_release('lx', ?)", tok), 1, "release")
+    for n in c:
+        n.cmd("DEL", "lx:fence")
+
+
 # --------------------------------------------------------------------------
 # write-back and restarts
 # --------------------------------------------------------------------------
