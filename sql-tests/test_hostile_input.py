@@ -17,7 +17,9 @@ where they must not, and node-list changes while locks are held.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import re
+import socket
 import sqlite3
+import threading
 
 import harness as h
 from harness import check, eq, is_token, node_rows, redlock_error, value
@@ -100,6 +102,96 @@ def test_set_echo_masks_token():
         check(not re.search(r"[0-9a-f]{8,}", msg), "a token (or part of one) is shown: %r" % msg)
         for e in last_errors(con):
             check(not re.search(r"[0-9a-f]{8,}", e), "a token is shown in last_error: %r" % e)
+
+
+class EchoingNode:
+    """A RESP-aware proxy in front of a real node that answers every
+    command carrying all the words of `words` with an error echoing the
+    whole command, as a server or proxy other than Redis may; every other
+    command goes to the node and its one reply comes back."""
+
+    def __init__(self, node):
+        self.node, self.words = node, set()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.url = "redis://127.0.0.1:%d" % self.port
+        self.socks = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.socks.append(client)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    @staticmethod
+    def _line(f):
+        line = f.readline()
+        if not line.endswith(b"\r\n"):
+            raise EOFError
+        return line
+
+    def _reply(self, f):
+        """One whole reply from the node, as its bytes."""
+        line = self._line(f)
+        if line[:1] == b"$" and int(line[1:]) >= 0:
+            return line + f.read(int(line[1:]) + 2)
+        if line[:1] == b"*" and int(line[1:]) > 0:
+            return line + b"".join(self._reply(f) for _ in range(int(line[1:])))
+        return line
+
+    def _serve(self, client):
+        up = socket.create_connection(("127.0.0.1", self.node.port))
+        self.socks.append(up)
+        fc, fu = client.makefile("rb"), up.makefile("rb")
+        try:
+            while True:
+                head = self._line(fc)
+                raw, args = head, []
+                for _ in range(int(head[1:])):
+                    size = self._line(fc)
+                    data = fc.read(int(size[1:]) + 2)
+                    raw += size + data
+                    args.append(data[:-2].decode("latin-1"))
+                if self.words and self.words <= set(args):
+                    client.sendall(("-ERR refused: %s\r\n" % " ".join(a[:40] for a in args[2:])).encode("latin-1"))
+                    continue
+                up.sendall(raw)
+                client.sendall(self._reply(fu))
+        except (EOFError, OSError, ValueError):
+            pass
+        finally:
+            client.close()
+            up.close()
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+
+
+def test_release_many_of_locks_with_their_own_tokens_shows_none_of_them():
+    """redlock_release_many of names held one by one sends one token per
+    name; a server that echoes the command in an error must not get any of
+    them into last_error, although only one token can be masked."""
+    nodes = [h.RedisNode(), h.RedisNode()]
+    echo = EchoingNode(h.RedisNode())
+    try:
+        con = h.connect([nodes[0].url, nodes[1].url, echo.url])
+        toks = [is_token(value(con, "SELECT redlock_acquire(?, 10000)", n), n) for n in ("ea", "eb")]
+        echo.words = set(toks)
+        eq(value(con, "SELECT redlock_release_many('[\"ea\",\"eb\"]')"), 2, "released on the two other nodes")
+        errs = last_errors(con)
+        check("ERR" in errs[2], "the echoing node's error is recorded: %r" % errs)
+        for e in errs:
+            for t in toks:
+                no_prefix_of(t, e, "last_error", shortest=8)
+    finally:
+        echo.close()
 
 
 # --------------------------------------------------------------------------

@@ -519,10 +519,10 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
         for (int j = 1; j < n && same; j++)
             same = toklens[j] == toklens[0] && memcmp(toks[j], toks[0], toklens[0]) == 0;
         for (int j = 0; j < (same ? 1 : n); j++) k.argv[x] = toks[j], k.lens[x++] = toklens[j];
-        /* Only one token can be masked in error texts: the first (all of
-         * them when they are the same). */
+        /* Only one token can be masked in error texts: with several, the
+         * nodes' error texts are withheld, all but their codes. */
         rl_round r = {.kind = RL_K_RELEASE_MANY, .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
-                      .wait_all = wait_all, .secret = toks[0], .secretlen = toklens[0], .votes = votes,
+                      .wait_all = wait_all, .secret = toks[0], .secretlen = toklens[0], .withhold = !same, .votes = votes,
                       .inspect = rel_inspect, .fold = rel_fold, .inspect_ctx = &s};
         rl_round_run(c, &r);
         rl_round_owe_broken(c, &r);
