@@ -4,17 +4,29 @@
 
 #include <string.h>
 
+#include "rl_text.h"
+
 SQLITE_EXTENSION_INIT3
+
+/* A copy of name that is safe to show: the file chose it, and may have put
+ * escape sequences or bytes that are not UTF-8 in it. */
+static const char *shown(char *out, size_t outlen, int argc, const char *const *argv, int i) {
+    const char *name = i < argc && argv[i] ? argv[i] : "?";
+    rl_text_clean(out, outlen, name, strlen(name));
+    return out;
+}
 
 /* Whether xConnect's argv names the table the extension made itself (see
  * redlock_vtab_connect). */
 static int own_name(int argc, const char *const *argv, char **err) {
     if (argc == 3 && sqlite3_stricmp(argv[0], argv[2]) == 0 && sqlite3_stricmp(argv[1], "main") == 0) return SQLITE_OK;
+    char schema[128], table[128], module[64];
+    shown(module, sizeof module, argc, argv, 0);
     *err = sqlite3_mprintf("redlock: the table %s.%s is declared by a database file as USING %s; the extension's "
                            "tables are used only under their own names, so a file cannot give them another (use "
                            "main.%s, or open the database without that file)",
-                           argc > 1 ? argv[1] : "?", argc > 2 ? argv[2] : "?", argc > 0 ? argv[0] : "?",
-                           argc > 0 ? argv[0] : "?");
+                           shown(schema, sizeof schema, argc, argv, 1), shown(table, sizeof table, argc, argv, 2),
+                           module, module);
     return SQLITE_ERROR;
 }
 

@@ -423,6 +423,42 @@ def _bind_names(path, binds):
     raw.close()
 
 
+def test_a_bound_name_of_the_files_reaches_the_error_cleaned():
+    """The refusal names the file's table, which the file chose: escape
+    sequences in it, or bytes that are not UTF-8, must not reach the error
+    (a terminal would act on them; Python could not even decode it)."""
+    c = h.shared_cluster(3)
+    d = tempfile.mkdtemp(prefix="redlock-bindname-")
+    path = os.path.join(d, "names.db")
+    names = {"esc": "6576696c1b5d303b70776e6564071b5b324a", "bytes": "6261645fff6e616d65"}
+    raw = sqlite3.connect(path)
+    for tag in names:
+        raw.execute("CREATE TABLE t_%s(a)" % tag)
+    raw.execute("PRAGMA writable_schema = ON")
+    for tag, hexname in names.items():
+        raw.execute("UPDATE sqlite_master SET name = CAST(X'%s' AS TEXT), tbl_name = CAST(X'%s' AS TEXT), "
+                    "rootpage = 0, sql = 'CREATE VIRTUAL TABLE \"' || CAST(X'%s' AS TEXT) || '\" USING redlock_nodes' "
+                    "WHERE name = 't_%s'" % (hexname, hexname, hexname, tag))
+        raw.execute("INSERT INTO sqlite_master VALUES ('view', 'v_%s', 'v_%s', 0, "
+                    "'CREATE VIEW v_%s AS SELECT * FROM \"' || CAST(X'%s' AS TEXT) || '\"')" % (tag, tag, tag, hexname))
+    raw.commit()
+    raw.close()
+    con = h.connect(c, database=path)
+    for tag in names:
+        try:
+            con.execute("SELECT * FROM v_%s" % tag).fetchall()
+            raise AssertionError("v_%s: the file's table should not connect" % tag)
+        except sqlite3.Error as e:
+            msg = str(e)
+        except UnicodeDecodeError as e:
+            raise AssertionError("v_%s: the error is not valid UTF-8 (%s)" % (tag, e))
+        check(msg.startswith("redlock: ") and "USING redlock_nodes" in msg, "v_%s: %r" % (tag, msg))
+        bad = [ch for ch in msg if ord(ch) < 32 or 0x7f <= ord(ch) < 0xa0]
+        check(not bad, "v_%s: the error carries control characters %r: %r" % (tag, bad, msg))
+    eq(value(con, "SELECT count(*) FROM main.redlock_nodes"), 3, "the extension's own table")
+    con.close()
+
+
 def test_a_file_cannot_bind_a_name_of_its_own_to_the_extensions_tables():
     """CREATE VIRTUAL TABLE is refused at run time, but a file that already
     declares `servers USING redlock_nodes` made the user's own INSERT INTO
