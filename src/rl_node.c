@@ -223,6 +223,8 @@ static void on_info(rl_client *c, rl_node *node, const rl_reply *r) {
     char run_id[48], uptime[32];
     if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
     if (rl_nodecheck_info_field(r->str, "run_id", run_id, sizeof run_id) != 0 || !run_id[0]) return;
+    /* Shown in reasons and last_error: a server's bytes, made safe once here. */
+    rl_text_clean_inplace(run_id, sizeof run_id);
     /* A run_id other than the one this node had means a restart that this
      * connection saw happen just now, whatever uptime the server reports. */
     int restart_seen = node->run_id[0] && strcmp(node->run_id, run_id) != 0;

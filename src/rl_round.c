@@ -13,6 +13,7 @@
 #include "rl_evalsha.h"
 #include "rl_fence.h"
 #include "rl_nodecheck.h"
+#include "rl_text.h"
 
 /* How many commands a stalled connection may owe before it takes no more
  * cleanups. The cleanups that matter (for SETs queued on it before it
@@ -108,8 +109,10 @@ static int same_server_answered(const rl_client *c, rl_round *r, int i, int stat
             uncount(r, j, gone);
             return -1; /* a server has at most one answer counted */
         }
-        snprintf(why, whylen, "same server as node %lld (run_id %.12s...), whose answer counts already; this one does not",
-                 (long long)o->id, node->run_id);
+        char shown[16]; /* the run_id's first 12 bytes at most, whole characters */
+        rl_text_clean(shown, 13, node->run_id, strlen(node->run_id));
+        snprintf(why, whylen, "same server as node %lld (run_id %s...), whose answer counts already; this one does not",
+                 (long long)o->id, shown);
         return j;
     }
     return -1;
