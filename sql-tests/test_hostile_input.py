@@ -118,7 +118,8 @@ class EchoingNode:
         self.port = self.listener.getsockname()[1]
         self.url = "redis://127.0.0.1:%d" % self.port
         self.socks = [self.listener]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.threads = [threading.Thread(target=self._accept)]
+        self.threads[0].start()
 
     def _accept(self):
         while True:
@@ -127,7 +128,9 @@ class EchoingNode:
             except OSError:
                 return
             self.socks.append(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            t = threading.Thread(target=self._serve, args=(client,))
+            self.threads.append(t)
+            t.start()
 
     @staticmethod
     def _line(f):
@@ -170,6 +173,15 @@ class EchoingNode:
             up.close()
 
     def close(self):
+        """Wakes every thread (a close alone does not end a blocked accept or
+        recv) and waits for them to end."""
+        for s in list(self.socks):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in list(self.threads):
+            t.join(10)
         for s in self.socks:
             s.close()
 
