@@ -179,17 +179,130 @@ def test_verify_off_by_setting_needs_the_password_of_a_node_that_takes_it():
     not, so the password went to whatever answered at the node's address.
     It is refused while such a node has a password."""
     n = h.TlsRedisNode(password="s3cret-pw")
-    con = h.connect("rediss://:s3cret-pw@127.0.0.1:%d" % n.port, defaults=True, tls_ca_file=CERTS.ca)
+    con = h.connect("rediss://:s3cret-pw@127.0.0.1:%d?tls_ca_file=%s" % (n.port, CERTS.ca), defaults=True)
     is_token(value(con, "SELECT redlock_acquire('vo', 1000)"), "verified, with the password")
     redlock_error(con, "SELECT redlock_config('tls_verify', 0)", contains=("node 1", "has a password"))
     eq(value(con, "SELECT redlock_config('tls_verify')"), 1, "the setting is left on")
     value(con, "SELECT redlock_release_all()")   # the nodes cannot change while locks are held
     con.execute("UPDATE redlock_nodes SET url = ? WHERE id = 1",
-                ("rediss://:s3cret-pw@127.0.0.1:%d?tls_verify=1" % n.port,))
+                ("rediss://:s3cret-pw@127.0.0.1:%d?tls_verify=1&tls_ca_file=%s" % (n.port, CERTS.ca),))
     eq(value(con, "SELECT redlock_config('tls_verify', 0)"), 0, "allowed once the node has its own tls_verify")
     is_token(value(con, "SELECT redlock_acquire('vo2', 1000)"), "the node still checks the certificate")
     plain = h.connect(n.url, defaults=True)
     eq(value(plain, "SELECT redlock_config('tls_verify', 0)"), 0, "a node without a password: allowed")
+
+
+def test_trust_anchors_by_setting_need_the_password_of_a_node_that_takes_them():
+    """A password node's CA cannot be changed without giving the password
+    again (the nodes table); redlock_config('tls_ca_file') or ('tls_ca_dir')
+    changed the CA of every node taking its CA from the settings, and SQL
+    can write a file a CA is read from (ATTACH makes one), so the password
+    went to whoever that CA vouched for. Refused while such a node has a
+    password; the same value again (to read a renewed file) is allowed."""
+    n = h.TlsRedisNode(password="s3cret-pw")
+    con = h.connect("rediss://:s3cret-pw@127.0.0.1:%d" % n.port, defaults=True)
+    for name, path in (("tls_ca_file", CERTS.other_ca), ("tls_ca_dir", _hashed_ca_dir("cadir-other", CERTS.other_ca))):
+        redlock_error(con, "SELECT redlock_config(?, ?)", name, path, contains=(name, "node 1", "has a password"))
+        eq(value(con, "SELECT redlock_config(?)", name), "", name + " is left as it was")
+        eq(value(con, "SELECT redlock_config(?, '')", name), "", name + ": the same value again is allowed")
+    con.execute("UPDATE redlock_nodes SET url = ? WHERE id = 1",
+                ("rediss://:s3cret-pw@127.0.0.1:%d?tls_ca_file=%s" % (n.port, CERTS.ca),))
+    eq(value(con, "SELECT redlock_config('tls_ca_dir', ?)", CERTS.dir), CERTS.dir,
+       "allowed once the node has a CA of its own")
+    is_token(value(con, "SELECT redlock_acquire('ta', 1000)"), "the node checks against its own CA")
+    plain = h.connect("rediss://127.0.0.1:%d" % n.port, defaults=True)
+    eq(value(plain, "SELECT redlock_config('tls_ca_file', ?)", CERTS.ca), CERTS.ca, "a node without a password: allowed")
+
+
+def test_a_node_with_a_ca_of_its_own_takes_no_ca_from_the_settings():
+    """A node's own tls_ca_file or tls_ca_dir is its whole trust: the
+    settings' other one is not added to it. A node given its own CA file
+    also trusted the CAs of the tls_ca_dir setting (and the other way
+    round), so its own CA pinned nothing."""
+    n = h.TlsRedisNode()
+    trusting = _hashed_ca_dir("cadir-a", CERTS.ca)
+    con = h.connect("rediss://127.0.0.1:%d?tls_ca_file=%s" % (n.port, CERTS.other_ca), defaults=True, tls_ca_dir=trusting)
+    msg = redlock_error(con, "SELECT redlock_acquire('pin', 1000)", contains=("TLS certificate verification failed",))
+    check("unknown CA" in msg or "local issuer" in msg, "refused for its CA: %r" % msg)
+    con2 = h.connect("rediss://127.0.0.1:%d?tls_ca_dir=%s" % (n.port, _hashed_ca_dir("cadir-empty", None)),
+                     defaults=True, tls_ca_file=CERTS.ca)
+    redlock_error(con2, "SELECT redlock_acquire('pin', 1000)", contains=("TLS certificate verification failed",))
+
+
+class _SilentTlsServer:
+    """A TLS server (any certificate) that accepts one connection, finishes
+    the handshake and then never answers: a peer a client with tls_verify 0
+    takes for its node. What the client sent is read with take()."""
+
+    def __init__(self):
+        import ssl
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(CERTS.wrong, CERTS.wrong_key)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.port = self.listener.getsockname()[1]
+        self.conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        try:
+            raw, _ = self.listener.accept()
+            self.conns.append(self.ctx.wrap_socket(raw, server_side=True))
+        except OSError:
+            pass
+
+    def take(self):
+        """Everything received so far (sent to a loopback socket, it is here
+        by the time the client's call returned)."""
+        import ssl
+        got = b""
+        for c in self.conns:
+            c.setblocking(False)
+            while True:
+                try:
+                    chunk = c.recv(65536)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    break
+                if not chunk:
+                    break
+                got += chunk
+        return got
+
+    def close(self):
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.thread.join(10)
+        for s in self.conns + [self.listener]:
+            s.close()
+
+
+def test_a_stalled_connection_made_before_a_tls_setting_changed_takes_nothing_new_3n():
+    """Writing a tls_* setting closes the connections made under the old
+    value, but a stalled one was kept to drain and went on taking releases
+    and cleanups: with tls_verify turned on, the token of a lock taken
+    after the change still went to the unverified peer. It now takes
+    nothing new; what it is owed goes to the next connection."""
+    c = h.shared_tls_cluster(2)
+    peer = _SilentTlsServer()
+    try:
+        urls = [c[0].url + "&tls_verify=1", c[1].url + "&tls_verify=1", "rediss://127.0.0.1:%d" % peer.port]
+        con = h.connect(urls, defaults=True, tls_verify=0, timeout_ms=300)
+        is_token(value(con, "SELECT redlock_acquire('before', 30000)"), "taken on the two verified nodes")
+        h.wait_until(lambda: peer.conns, 5, what="the peer's connection")
+        eq(_node_row(con, 2)["state"], "down", "the silent peer")
+        eq(value(con, "SELECT redlock_config('tls_verify', 1)"), 1, "verification turned on")
+        tok = is_token(value(con, "SELECT redlock_acquire('after', 30000)"), "taken after the change")
+        eq(value(con, "SELECT redlock_release('after')"), 1, "released")
+        seen = peer.take()
+        check(b"before" in seen, "the peer got the commands sent before the change (%d bytes)" % len(seen))
+        check(tok.encode() not in seen, "the token of a lock taken after the change reached the unverified peer")
+        value(con, "SELECT redlock_release('before')")
+    finally:
+        peer.close()
 
 
 def test_host_name_mismatch():

@@ -439,12 +439,18 @@ void rl_client_forget_after_fork(rl_client *c) {
 }
 
 /* The settings a TLS node connects with: its own where it has them, the
- * client's otherwise. */
+ * client's otherwise. Its trust anchors (CA file and CA directory) come
+ * both from it or both from the client: a CA of its own pins whom it
+ * trusts, which a CA added from the settings would undo. */
 static rl_tls_config tls_config(const rl_client *c, const rl_tls_opts *o) {
     const char *const set[4] = {c->set.tls_ca_file, c->set.tls_ca_dir, c->set.tls_cert_file, c->set.tls_key_file};
     const char *const own[4] = {o->ca_file, o->ca_dir, o->cert_file, o->key_file};
+    int own_anchors = o->ca_file || o->ca_dir;
     const char *eff[4];
-    for (int i = 0; i < 4; i++) eff[i] = own[i] ? own[i] : set[i][0] ? set[i] : NULL;
+    for (int i = 0; i < 4; i++) {
+        int from_node = i < 2 ? own_anchors : own[i] != NULL;
+        eff[i] = from_node ? own[i] : set[i][0] ? set[i] : NULL;
+    }
     rl_tls_config cfg = {.verify = o->verify == RL_TLS_VERIFY_INHERIT ? c->set.tls_verify != 0 : o->verify == RL_TLS_VERIFY_ON,
                          .ca_file = eff[0], .ca_dir = eff[1], .cert_file = eff[2], .key_file = eff[3]};
     return cfg;

@@ -136,13 +136,13 @@ static int queued(rl_conn *c, const rl_tag *tag, size_t before, int appended) {
 }
 
 int rl_conn_send(rl_conn *c, const rl_tag *tag, int argc, const char *const *argv, const size_t *lens) {
-    if (c->broken) return -1;
+    if (c->broken || c->sealed) return -1;
     size_t before = c->out.len;
     return queued(c, tag, before, rl_buf_append_command(&c->out, argc, argv, lens));
 }
 
 int rl_conn_send_resp(rl_conn *c, const rl_tag *tag, const char *cmd, size_t len) {
-    if (c->broken) return -1;
+    if (c->broken || c->sealed) return -1;
     size_t before = c->out.len;
     return queued(c, tag, before, rl_buf_append(&c->out, cmd, len));
 }

@@ -52,6 +52,8 @@ typedef struct rl_conn {
     size_t head, count, cap;
     int push;      /* pub/sub: replies come unasked; commands carry no tag */
     int can_block; /* connected, and the socket is in blocking mode (rl_conn_wait_read) */
+    int sealed;    /* takes no new command, only drains: it was made under
+                      settings since replaced (rl_conn_send refuses) */
     int64_t recv_timeout_us; /* SO_RCVTIMEO as last set (0: never) */
 } rl_conn;
 

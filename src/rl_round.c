@@ -29,8 +29,15 @@
 /* Scratch kept for the next round's command: every single-lock command fits. */
 #define RL_ROUND_CMD_KEEP 4096
 
+/* The bytes of round r's command's arguments. */
+static size_t command_bytes(const rl_round *r) {
+    size_t bytes = 0;
+    for (int k = 0; k < r->argc; k++) bytes += r->lens[k];
+    return bytes;
+}
+
 static int stale_takes_cleanup(const rl_node *node) {
-    return node->stale && !node->stale->broken && node->stale->count < RL_STALE_MAX_OWED;
+    return node->stale && !node->stale->broken && !node->stale->sealed && node->stale->count < RL_STALE_MAX_OWED;
 }
 
 static void set_vote(rl_round *r, rl_vote *v, int state, const char *why) {
@@ -648,10 +655,15 @@ void rl_round_run(rl_client *c, rl_round *r) {
             set_vote(r, v, RL_V_FAIL, NULL);
             v->down_next_ms = 1 + (next - now + 999) / 1000;
             v->down_owes = owes;
-            /* A release still reaches a stalled node, behind whatever it owes. */
+            /* A release still reaches a stalled node, behind whatever it
+             * owes; through the next connection when the stalled one takes
+             * nothing new. */
             if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
                 rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us, .sent_us = now};
                 rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
+            } else if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && owes && node->stale->sealed &&
+                       command_bytes(r) <= RL_OWED_RELEASE_MAX) {
+                rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
             }
             continue;
         }
@@ -755,8 +767,7 @@ void rl_round_owe_broken(rl_client *c, const rl_round *r) {
         /* The round closed a connection that broke (check_nodes); a timed
          * out one stalled instead, and carries what it owes itself. */
         if (!v->went_out || v->state != RL_V_FAIL || v->timed_out || (node->conn && !node->conn->broken)) continue;
-        if (!bytes)
-            for (int k = 0; k < r->argc; k++) bytes += r->lens[k];
+        if (!bytes) bytes = command_bytes(r);
         /* A node down for long keeps what it is owed for up to the largest
          * TTL: a large release_many is left to its keys' TTLs instead. */
         if (bytes > RL_OWED_RELEASE_MAX) return;

@@ -105,6 +105,28 @@ static int refuse_verify_off(const rl_client *c, rl_error *err) {
     return 0;
 }
 
+/* The same for the CA a node takes from tls_ca_file and tls_ca_dir (caller
+ * holds c->mu): SQL can write a file a CA is read from (ATTACH makes one),
+ * so changing it would let whoever that CA vouches for receive the
+ * password. */
+static int refuse_ca_change(const rl_client *c, const char *name, rl_error *err) {
+    for (int i = 0; i < c->n; i++) {
+        const rl_endpoint *ep = &c->nodes[i]->ep;
+        if (!ep->tls || !ep->password || ep->tls_opts.ca_file || ep->tls_opts.ca_dir ||
+            ep->tls_opts.verify == RL_TLS_VERIFY_OFF)
+            continue;
+        long long id = (long long)c->nodes[i]->id;
+        rl_error_set(err, RL_ERR_STATE,
+                     "%s would change the CA that node %lld's certificate is checked against, and node %lld has a "
+                     "password and no tls_ca_file or tls_ca_dir of its own; give it its CA with its password, as in "
+                     "UPDATE redlock_nodes SET url = 'rediss://:<password>@host:port?tls_ca_file=/path/ca.pem' WHERE "
+                     "id = %lld",
+                     name, id, id, id);
+        return -1;
+    }
+    return 0;
+}
+
 int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, rl_error *err) {
     const setting *s = lookup(name);
     if (!s) return unknown(name, err);
@@ -137,7 +159,9 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
      * off (the nodes table): the same holds for the check a node takes
      * from this setting, or SQL that cannot read the password could have
      * it sent to whoever answers at the node's address. */
-    if (strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0 && refuse_verify_off(c, err) != 0) {
+    int ca = strcmp(s->name, "tls_ca_file") == 0 || strcmp(s->name, "tls_ca_dir") == 0;
+    if ((strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0 && refuse_verify_off(c, err) != 0) ||
+        (ca && strcmp(*(char **)base, in->text) != 0 && refuse_ca_change(c, s->name, err) != 0)) {
         pthread_mutex_unlock(&c->mu);
         free(copy);
         return -1;
