@@ -230,9 +230,9 @@ def test_a_node_with_a_ca_of_its_own_takes_no_ca_from_the_settings():
 
 
 class _SilentTlsServer:
-    """A TLS server (any certificate) that accepts one connection, finishes
-    the handshake and then never answers: a peer a client with tls_verify 0
-    takes for its node. What the client sent is read with take()."""
+    """A TLS server (any certificate) that finishes the handshake of every
+    connection and then never answers: a peer a client with tls_verify 0
+    takes for its node. What the clients sent is read with take()."""
 
     def __init__(self):
         import ssl
@@ -242,23 +242,33 @@ class _SilentTlsServer:
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(4)
         self.port = self.listener.getsockname()[1]
-        self.conns = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        self.raw, self.conns = [], []
+        self.threads = [threading.Thread(target=self._accept)]
+        self.threads[0].start()
 
     def _accept(self):
+        while True:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            self.raw.append(raw)
+            t = threading.Thread(target=self._handshake, args=(raw,))
+            self.threads.append(t)
+            t.start()
+
+    def _handshake(self, raw):
         try:
-            raw, _ = self.listener.accept()
             self.conns.append(self.ctx.wrap_socket(raw, server_side=True))
         except OSError:
-            pass
+            pass  # the client gave up on it: a later connection is the one
 
     def take(self):
         """Everything received so far (sent to a loopback socket, it is here
         by the time the client's call returned)."""
         import ssl
         got = b""
-        for c in self.conns:
+        for c in list(self.conns):
             c.setblocking(False)
             while True:
                 try:
@@ -271,12 +281,16 @@ class _SilentTlsServer:
         return got
 
     def close(self):
-        try:
-            self.listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.thread.join(10)
-        for s in self.conns + [self.listener]:
+        """Wakes every thread (a close alone does not end a blocked accept)
+        and waits for them to end."""
+        for s in [self.listener] + self.raw:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in list(self.threads):
+            t.join(10)
+        for s in [self.listener] + self.raw + self.conns:
             s.close()
 
 
@@ -290,16 +304,15 @@ def test_a_stalled_connection_made_before_a_tls_setting_changed_takes_nothing_ne
     peer = _SilentTlsServer()
     try:
         urls = [c[0].url + "&tls_verify=1", c[1].url + "&tls_verify=1", "rediss://127.0.0.1:%d" % peer.port]
-        con = h.connect(urls, defaults=True, tls_verify=0, timeout_ms=300)
+        con = h.connect(urls, defaults=True, tls_verify=0, timeout_ms=2000)
         is_token(value(con, "SELECT redlock_acquire('before', 30000)"), "taken on the two verified nodes")
-        h.wait_until(lambda: peer.conns, 5, what="the peer's connection")
-        eq(_node_row(con, 2)["state"], "down", "the silent peer")
+        h.wait_until(lambda: value(con, "SELECT redlock_ping()") is not None and _node_row(con, 2)["state"] == "down",
+                     30, interval=0.05, what="the silent peer's connection to stall")
+        check(b"before" in peer.take(), "the peer got the commands sent before the change")
         eq(value(con, "SELECT redlock_config('tls_verify', 1)"), 1, "verification turned on")
         tok = is_token(value(con, "SELECT redlock_acquire('after', 30000)"), "taken after the change")
         eq(value(con, "SELECT redlock_release('after')"), 1, "released")
-        seen = peer.take()
-        check(b"before" in seen, "the peer got the commands sent before the change (%d bytes)" % len(seen))
-        check(tok.encode() not in seen, "the token of a lock taken after the change reached the unverified peer")
+        check(tok.encode() not in peer.take(), "the token of a lock taken after the change reached the unverified peer")
         value(con, "SELECT redlock_release('before')")
     finally:
         peer.close()
