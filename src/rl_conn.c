@@ -62,6 +62,9 @@ rl_conn *rl_conn_open(const struct sockaddr *addr, socklen_t addrlen, rl_error *
 void rl_conn_use_tls(rl_conn *c, SSL *ssl) {
     c->ssl = ssl;
     c->handshaking = 1;
+    /* The client speaks first: a connect that finished at once has sent
+     * nothing yet, and would wait for a reply to a hello never written. */
+    c->hs_want_write = 1;
 }
 
 void rl_conn_close(rl_conn *c) {
