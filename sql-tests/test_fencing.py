@@ -255,18 +255,20 @@ def test_extend_leaves_a_long_digit_string_under_the_counters_name_alone():
     counter, and must not stretch that key instead."""
     c = h.shared_cluster(3)
     con = h.connect(env(c), fencing=0)
-    foreign = "12345678901234567890123456789012"
-    for n in c:
-        n.cmd("SET", "lx:fence", foreign, "PX", "5000")
-    tok = is_token(value(con, "SELECT redlock_acquire('lx', 10000)"), "the lock")
-    check(value(con, "SELECT redlock_extend('lx', 60000)") > 0, "the extend")
-    h.settle(con)
-    pttls = _pttls(c, "lx:fence")
-    check(all(0 < p <= 5000 for p in pttls), "the other key keeps its own expiry (PTTLs %r, set to 5000)" % pttls)
-    eq([n.cmd("GET", "lx:fence") for n in c], [foreign] * 3, "the other key's value")
-    eq(value(con, "SELECT redlock_release('lx', ?)", tok), 1, "release")
-    for n in c:
-        n.cmd("DEL", "lx:fence")
+    # 32 digits; and 16 digits, but above 2^53 - 1, which no fencing number reaches
+    for foreign in ("12345678901234567890123456789012", "9999999999999999"):
+        for n in c:
+            n.cmd("SET", "lx:fence", foreign, "PX", "5000")
+        tok = is_token(value(con, "SELECT redlock_acquire('lx', 10000)"), "the lock")
+        check(value(con, "SELECT redlock_extend('lx', 60000)") > 0, "the extend")
+        h.settle(con)
+        pttls = _pttls(c, "lx:fence")
+        check(all(0 < p <= 5000 for p in pttls),
+              "the other key (%s) keeps its own expiry (PTTLs %r, set to 5000)" % (foreign, pttls))
+        eq([n.cmd("GET", "lx:fence") for n in c], [foreign] * 3, "the other key's value")
+        eq(value(con, "SELECT redlock_release('lx', ?)", tok), 1, "release")
+        for n in c:
+            n.cmd("DEL", "lx:fence")
 
 
 # --------------------------------------------------------------------------

@@ -318,6 +318,27 @@ def test_a_stalled_connection_made_before_a_tls_setting_changed_takes_nothing_ne
         peer.close()
 
 
+def test_the_system_store_is_its_bundle_file_not_a_directory_looked_up_later():
+    """With no CA set, the system's CAs come from its bundle file, read when
+    the context is made. Its hashed directory was searched at each
+    handshake, so a file created there later (SQL makes one with ATTACH,
+    wherever the process may write) was trusted at once. SSL_CERT_DIR
+    stands in for that directory here."""
+    n = h.TlsRedisNode()
+    d = _hashed_ca_dir("cadir-system", CERTS.ca)
+    old = os.environ.get("SSL_CERT_DIR")
+    os.environ["SSL_CERT_DIR"] = d
+    try:
+        con = h.connect("rediss://127.0.0.1:%d" % n.port, defaults=True)
+        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")  # its context made now, not one made before
+        redlock_error(con, "SELECT redlock_acquire('sysdir', 1000)", contains=("TLS certificate verification failed",))
+    finally:
+        if old is None:
+            os.environ.pop("SSL_CERT_DIR", None)
+        else:
+            os.environ["SSL_CERT_DIR"] = old
+
+
 def test_host_name_mismatch():
     n = h.TlsRedisNode(cert="wrong")
     _fails_with(n.url, "TLS certificate verification failed", "IP address mismatch", "not for this host")

@@ -120,11 +120,12 @@
  * higher after a lock that outlives it. A key holding anything else may be
  * another client's lock (the name x:fence taken while x's counter was
  * gone, or, under another key prefix, the name of a floor): left alone,
- * as is one holding more digits than a fencing number can have (16, as
- * RL_LUA_IS_FENCE says), such as a token made of digits only. */
+ * as is one no fencing number can be (more than 16 digits, or 2^53 - 1
+ * or more, as RL_LUA_IS_FENCE says), such as a token of digits only. */
 #define RL_LUA_STRETCH_FENCE \
     "local function stretch(k, t) local v = redis.pcall('get', k) " \
-    "if type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$') then local p = redis.call('pttl', k) " \
+    "if type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$') and tonumber(v) < " RL_FENCE_LIMIT_TEXT " " \
+    "then local p = redis.call('pttl', k) " \
     "if p >= 0 and p < tonumber(t) then redis.call('pexpire', k, t) end end end "
 
 /* KEYS[1] lock key, KEYS[2] and KEYS[3] (optional; the engine always

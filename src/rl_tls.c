@@ -149,6 +149,19 @@ static int open_checked(const char *setting, const char *path, int is_dir, rl_er
     return rc;
 }
 
+/* The system's CAs, from its bundle file only (SSL_CERT_FILE, else
+ * /usr/lib/ssl/cert.pem: ca-certificates' bundle on Debian). Its hashed
+ * directory is left out: OpenSSL would look a CA up there at each
+ * handshake, so a file SQL creates in it (ATTACH makes one, wherever this
+ * process may write) would be trusted from then on. Without the bundle
+ * the store is empty, and every certificate is refused as of an unknown
+ * CA, which says to set tls_ca_file. */
+static void load_system_store(SSL_CTX *ctx) {
+    const char *file = getenv(X509_get_default_cert_file_env());
+    if (!file || !file[0]) file = X509_get_default_cert_file();
+    if (SSL_CTX_load_verify_locations(ctx, file, NULL) != 1) ERR_clear_error();
+}
+
 /* Loads path as setting into ctx. */
 static int load_into(SSL_CTX *ctx, const char *setting, const char *path, rl_error *err) {
     int is_dir = strcmp(setting, "tls_ca_dir") == 0;
@@ -257,10 +270,7 @@ SSL_CTX *rl_tls_ctx_new(const rl_tls_config *cfg, rl_error *err) {
     int rc = 0;
     if (cfg->ca_file) rc |= load_into(ctx, "tls_ca_file", cfg->ca_file, err);
     if (!rc && cfg->ca_dir) rc |= load_into(ctx, "tls_ca_dir", cfg->ca_dir, err);
-    if (!rc && !cfg->ca_file && !cfg->ca_dir && cfg->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
-        rl_error_set(err, RL_ERR_TLS, "TLS: cannot load the system's CA certificates (%s); set tls_ca_file", ssl_reason());
-        rc = -1;
-    }
+    if (!rc && !cfg->ca_file && !cfg->ca_dir && cfg->verify) load_system_store(ctx);
     if (!rc && cfg->cert_file) rc |= load_into(ctx, "tls_cert_file", cfg->cert_file, err);
     if (!rc && cfg->key_file) rc |= load_into(ctx, "tls_key_file", cfg->key_file, err);
     if (!rc && cfg->cert_file && SSL_CTX_check_private_key(ctx) != 1) {
