@@ -339,6 +339,52 @@ def test_the_system_store_is_its_bundle_file_not_a_directory_looked_up_later():
             os.environ["SSL_CERT_DIR"] = old
 
 
+def _ca_in_a_database(path):
+    """Writes at path, as SQL can with ATTACH, a SQLite database whose
+    schema text holds the test CA, padded until OpenSSL reads the file as
+    a CA bundle (its PEM reader stops at a line that starts with a NUL, so
+    the record must fill the first page); returns path."""
+    import ssl
+    pem = open(CERTS.ca).read()
+    for pad in range(0, 4096, 7):
+        if os.path.exists(path):
+            os.remove(path)
+        db = h.sqlite3.connect(path)
+        db.execute("CREATE TABLE t(v /*\n" + pem + "\n" + "A" * pad + " */)")
+        db.commit()
+        db.close()
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+            return path
+        except ssl.SSLError:
+            pass
+    raise AssertionError("no padding made OpenSSL read the database as a CA bundle")
+
+
+def test_a_file_sql_could_have_made_is_never_read_as_certificates():
+    """SQL creates files with ATTACH wherever the process may write, and
+    OpenSSL reads a CA out of one whose schema holds it: a system bundle
+    missing until SQL made one, or a tls_ca_file path SQL wrote first, made
+    a node trust whatever that CA vouched for. A SQLite database is refused
+    as a TLS file, and as the system's bundle (the store is then empty)."""
+    n = h.TlsRedisNode()
+    crafted = _ca_in_a_database(os.path.join(CERTS.dir, "crafted-bundle.db"))
+    con = h.connect("rediss://127.0.0.1:%d" % n.port, defaults=True)
+    redlock_error(con, "SELECT redlock_config('tls_ca_file', ?)", crafted, contains=("is a SQLite database",))
+    redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)",
+                  "rediss://localhost:%d?tls_ca_file=%s" % (n.port, crafted), contains=("is a SQLite database",))
+    old = os.environ.get("SSL_CERT_FILE")
+    os.environ["SSL_CERT_FILE"] = crafted
+    try:
+        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")  # its context made now, with that bundle
+        redlock_error(con, "SELECT redlock_acquire('crafted', 1000)", contains=("TLS certificate verification failed",))
+    finally:
+        if old is None:
+            os.environ.pop("SSL_CERT_FILE", None)
+        else:
+            os.environ["SSL_CERT_FILE"] = old
+
+
 def test_host_name_mismatch():
     n = h.TlsRedisNode(cert="wrong")
     _fails_with(n.url, "TLS certificate verification failed", "IP address mismatch", "not for this host")

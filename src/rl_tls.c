@@ -128,6 +128,17 @@ static int file_error(const char *setting, const char *path, const char *why, rl
  * MiB, and a larger file is not worth parsing inside a SQL call. */
 #define RL_TLS_FILE_MAX (8 << 20)
 
+/* Whether the regular file open as fd starts as every SQLite database
+ * does. SQL creates files with ATTACH and VACUUM INTO wherever this
+ * process may write, and OpenSSL's PEM reader finds a certificate in one
+ * whose schema text holds it: no file SQL could have made is read as
+ * certificates or a key. */
+static int is_sqlite_database(int fd) {
+    static const char magic[16] = "SQLite format 3";
+    char head[16];
+    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head && memcmp(head, magic, sizeof head) == 0;
+}
+
 /* Opens path, which setting names, without blocking, and keeps it only
  * when it is a regular file of at most RL_TLS_FILE_MAX bytes (a directory
  * for tls_ca_dir): a FIFO without a writer blocks open(2), a terminal or
@@ -143,23 +154,32 @@ static int open_checked(const char *setting, const char *path, int is_dir, rl_er
     else if (is_dir && !S_ISDIR(st.st_mode)) why = "is not a directory";
     else if (!is_dir && !S_ISREG(st.st_mode)) why = "is not a regular file";
     else if (!is_dir && st.st_size > RL_TLS_FILE_MAX) why = "is larger than 8 MiB, far more than certificates or a key";
+    else if (!is_dir && is_sqlite_database(fd))
+        why = "is a SQLite database, not PEM (SQL makes such files with ATTACH, and its text could hold a CA)";
     if (!why) return fd;
     int rc = file_error(setting, path, why, err);
     close(fd);
     return rc;
 }
 
-/* The system's CAs, from its bundle file only (SSL_CERT_FILE, else
- * /usr/lib/ssl/cert.pem: ca-certificates' bundle on Debian). Its hashed
- * directory is left out: OpenSSL would look a CA up there at each
+/* The system's CAs, from its bundle file only (SSL_CERT_FILE, ignored in
+ * a setuid program as OpenSSL does, else /usr/lib/ssl/cert.pem:
+ * ca-certificates' bundle on Debian), checked as the other files are. Its
+ * hashed directory is left out: OpenSSL would look a CA up there at each
  * handshake, so a file SQL creates in it (ATTACH makes one, wherever this
- * process may write) would be trusted from then on. Without the bundle
- * the store is empty, and every certificate is refused as of an unknown
- * CA, which says to set tls_ca_file. */
+ * process may write) would be trusted from then on. Without a bundle (or
+ * with one SQL could have made) the store is empty, and every certificate
+ * is refused as of an unknown CA, which says to set tls_ca_file. */
 static void load_system_store(SSL_CTX *ctx) {
-    const char *file = getenv(X509_get_default_cert_file_env());
+    const char *file = secure_getenv(X509_get_default_cert_file_env());
     if (!file || !file[0]) file = X509_get_default_cert_file();
-    if (SSL_CTX_load_verify_locations(ctx, file, NULL) != 1) ERR_clear_error();
+    rl_error ignored;
+    int fd = open_checked("the system's CA bundle", file, 0, &ignored);
+    if (fd < 0) return;
+    char by_fd[32];
+    snprintf(by_fd, sizeof by_fd, "/proc/self/fd/%d", fd);
+    if (SSL_CTX_load_verify_locations(ctx, access(by_fd, R_OK) == 0 ? by_fd : file, NULL) != 1) ERR_clear_error();
+    close(fd);
 }
 
 /* Loads path as setting into ctx. */
