@@ -174,11 +174,21 @@ class Worker:
         except (OSError, ValueError):
             return None, 0.0
 
-    def drop_marker(self, hid, lost):
+    def drop_marker(self, hid, lost, lease_end):
+        """Removes our marker while our lease lasts; past it, it is left to
+        the next holder, whose take_marker replaces a marker whose lease has
+        ended (and might do so between our read and our unlink). Another
+        holder's marker in its place is an overlap only while our lease
+        lasts: a holder descheduled past its lease is a late write, counted
+        as such."""
         owner, _ = self.read_marker()
         if owner == hid:
-            os.unlink(self.spec["marker"])
-        elif not lost:
+            if time.monotonic() < lease_end:  # past it, the next holder may be replacing it
+                try:
+                    os.unlink(self.spec["marker"])
+                except FileNotFoundError:
+                    pass
+        elif not lost and time.monotonic() < lease_end:
             self.out["overlaps"] += 1     # someone took it while we held the lock
 
     def lease_from(self, sql, *args):
@@ -308,7 +318,7 @@ class Worker:
             # fenced: the resource decides, also for a holder that lost its lock
             self.store.write(fence, hid, "end")
         if marker_ok:
-            self.drop_marker(hid, lost)
+            self.drop_marker(hid, lost, hold["lease_end"])
         if not lost:
             # extensions of this hold as the engine counts them (explicit and automatic)
             n = self.one("SELECT coalesce(max(extensions), 0) FROM redlock_locks WHERE resource = ?", res)
