@@ -318,6 +318,21 @@ def test_a_stalled_connection_made_before_a_tls_setting_changed_takes_nothing_ne
         peer.close()
 
 
+def _refused_with_the_system_store_from(con, variable, path):
+    """With OpenSSL's environment variable pointing at path, node 1 of con
+    (which has no CA of its own) must refuse its server's certificate."""
+    old = os.environ.get(variable)
+    os.environ[variable] = path
+    try:
+        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")  # its context made now, not one made before
+        redlock_error(con, "SELECT redlock_acquire('sysstore', 1000)", contains=("TLS certificate verification failed",))
+    finally:
+        if old is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = old
+
+
 def test_the_system_store_is_its_bundle_file_not_a_directory_looked_up_later():
     """With no CA set, the system's CAs come from its bundle file, read when
     the context is made. Its hashed directory was searched at each
@@ -325,18 +340,8 @@ def test_the_system_store_is_its_bundle_file_not_a_directory_looked_up_later():
     wherever the process may write) was trusted at once. SSL_CERT_DIR
     stands in for that directory here."""
     n = h.TlsRedisNode()
-    d = _hashed_ca_dir("cadir-system", CERTS.ca)
-    old = os.environ.get("SSL_CERT_DIR")
-    os.environ["SSL_CERT_DIR"] = d
-    try:
-        con = h.connect("rediss://127.0.0.1:%d" % n.port, defaults=True)
-        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")  # its context made now, not one made before
-        redlock_error(con, "SELECT redlock_acquire('sysdir', 1000)", contains=("TLS certificate verification failed",))
-    finally:
-        if old is None:
-            os.environ.pop("SSL_CERT_DIR", None)
-        else:
-            os.environ["SSL_CERT_DIR"] = old
+    con = h.connect("rediss://127.0.0.1:%d" % n.port, defaults=True)
+    _refused_with_the_system_store_from(con, "SSL_CERT_DIR", _hashed_ca_dir("cadir-system", CERTS.ca))
 
 
 def _ca_in_a_database(path):
@@ -373,16 +378,7 @@ def test_a_file_sql_could_have_made_is_never_read_as_certificates():
     redlock_error(con, "SELECT redlock_config('tls_ca_file', ?)", crafted, contains=("is a SQLite database",))
     redlock_error(con, "INSERT INTO redlock_nodes(url) VALUES (?)",
                   "rediss://localhost:%d?tls_ca_file=%s" % (n.port, crafted), contains=("is a SQLite database",))
-    old = os.environ.get("SSL_CERT_FILE")
-    os.environ["SSL_CERT_FILE"] = crafted
-    try:
-        con.execute("UPDATE redlock_nodes SET url = url WHERE id = 1")  # its context made now, with that bundle
-        redlock_error(con, "SELECT redlock_acquire('crafted', 1000)", contains=("TLS certificate verification failed",))
-    finally:
-        if old is None:
-            os.environ.pop("SSL_CERT_FILE", None)
-        else:
-            os.environ["SSL_CERT_FILE"] = old
+    _refused_with_the_system_store_from(con, "SSL_CERT_FILE", crafted)
 
 
 def test_host_name_mismatch():
