@@ -170,13 +170,13 @@ static int url_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
     if (rl_endpoint_parse_url(u, (size_t)sqlite3_value_bytes(uv), ep, &err) != 0)
         return err.kind == RL_ERR_NOMEM ? SQLITE_NOMEM : redlock_vtab_error(vt, "%s", err.msg);
     /* The url reads back with its password masked: an UPDATE that writes it
-     * back (edited or not) keeps the node's password. */
-    if (old && old->password && ep->password && strcmp(ep->password, MASK) == 0) {
-        char *keep = strdup(old->password);
-        if (!keep) return SQLITE_NOMEM;
+     * back (edited or not) keeps the node's password, or its having none. */
+    if (old && ep->password && strcmp(ep->password, MASK) == 0) {
+        char *keep = old->password ? strdup(old->password) : NULL;
+        if (old->password && !keep) return SQLITE_NOMEM;
         free(ep->password);
         ep->password = keep;
-        *kept_password = 1;
+        *kept_password = keep != NULL;
     }
     if (tls_given && sqlite3_value_int64(cols[COL_TLS]) != ep->tls)
         return redlock_vtab_error(vt, "tls contradicts the url's scheme (rediss:// is TLS, redis:// is not)");
@@ -246,11 +246,13 @@ static int column_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endp
 
 static int same_text(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
-/* Whether ep still names old's server (host, port) and reaches it no less
- * safely: TLS where old had it, with the same verification and trust
- * anchors (from plain TCP, any TLS is no weaker). */
+/* Whether ep still names old's server (host, port) and user, and reaches
+ * it no less safely: TLS where old had it, with the same verification and
+ * trust anchors (from plain TCP, any TLS is no weaker). The user counts
+ * because Redis checks a password for its user: kept for another, it
+ * would tell whether it opens that user too. */
 static int same_server_same_way(const rl_endpoint *old, const rl_endpoint *ep) {
-    if (!same_text(old->host, ep->host) || old->port != ep->port) return 0;
+    if (!same_text(old->host, ep->host) || old->port != ep->port || !same_text(old->username, ep->username)) return 0;
     if (!old->tls) return 1;
     return ep->tls && old->tls_opts.verify == ep->tls_opts.verify &&
            same_text(old->tls_opts.ca_file, ep->tls_opts.ca_file) && same_text(old->tls_opts.ca_dir, ep->tls_opts.ca_dir);
@@ -278,8 +280,9 @@ static int row_endpoint(sqlite3_vtab *vt, sqlite3_value **cols, const rl_endpoin
      * able to send it to a server of its choosing either. */
     if (rc == SQLITE_OK && kept_password && !same_server_same_way(old, ep))
         rc = redlock_vtab_error(vt, "the node's password is kept (written back masked, or left out) only while "
-                                    "host and port stay the same and TLS and its checks stay on; give the password "
-                                    "again to point the node at another server or connect to it another way");
+                                    "host, port and user name stay the same and TLS and its checks stay on; give the "
+                                    "password again to point the node at another server or user, or to connect to "
+                                    "it another way");
     if (rc != SQLITE_OK) rl_endpoint_clear(ep);
     return rc;
 }

@@ -212,6 +212,40 @@ def test_url_written_back_keeps_the_password():
     no_secret_in_table(con)
 
 
+def test_another_user_name_takes_the_password_again():
+    """Redis checks a password for its user: an UPDATE that changed the
+    user name kept the password, so SQL that cannot read it could try it
+    for other users of the server (and run as one it also opens). A user
+    name changed, by column or in the url, takes the password again."""
+    n = acl_node()
+    n.cmd("ACL", "SETUSER", "bob", "on", ">" + ALICE_PW, "~*", "&*", "+@all")   # the same password
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(url) VALUES (?)", (url(n, user="alice", password=ALICE_PW),))
+    h.redlock_error(con, "UPDATE redlock_nodes SET username = 'bob'", contains=("give the password again",))
+    h.redlock_error(con, "UPDATE redlock_nodes SET url = ?", "redis://bob:%s@127.0.0.1:%d" % (MASK, n.port),
+                    contains=("give the password again",))
+    h.redlock_error(con, "UPDATE redlock_nodes SET url = ?", "redis://:%s@127.0.0.1:%d" % (MASK, n.port),
+                    contains=("give the password again",))
+    eq(node_rows(con)[0]["username"], "alice", "the user name left as it was")
+    con.execute("UPDATE redlock_nodes SET username = 'bob', password = ?", (ALICE_PW,))
+    is_token(value(con, "SELECT redlock_acquire('auth-bob', 10000)"), "as bob, the password given again")
+    no_secret_in_table(con)
+
+
+def test_the_mask_written_to_a_node_without_a_password_sets_none():
+    """The mask stands for the node's password; written back to a node
+    that has none, it keeps none, in the url as in the password column
+    (the url sent the eight asterisks to AUTH as a password)."""
+    n = h.RedisNode()
+    con = empty_connection()
+    con.execute("INSERT INTO redlock_nodes(host, port) VALUES (?, ?)", (n.host, n.port))
+    con.execute("UPDATE redlock_nodes SET url = ?", ("redis://:%s@127.0.0.1:%d" % (MASK, n.port),))
+    eq(node_rows(con)[0]["password"], None, "no password after the url with the mask")
+    con.execute("UPDATE redlock_nodes SET password = ?", (MASK,))
+    eq(node_rows(con)[0]["password"], None, "no password after the mask in the column")
+    is_token(value(con, "SELECT redlock_acquire('auth-mask', 10000)"), "acquire with no AUTH sent")
+
+
 # --------------------------------------------------------------------------
 # wrong or missing credentials
 # --------------------------------------------------------------------------
