@@ -213,6 +213,49 @@ def free_port():
         s.close()
 
 
+class LoopbackServer:
+    """A test server on a free loopback port: each connection accepted is
+    handed to serve(sock) in a thread of its own. Sockets given to track()
+    are woken and closed by close(), which waits for every thread (a close
+    alone does not end a blocked accept or recv, and a thread still blocked
+    at exit shows as a leak under the sanitizers)."""
+
+    def __init__(self, serve):
+        self.serve = serve
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.socks = [self.listener]
+        self.threads = [threading.Thread(target=self._accept)]
+        self.threads[0].start()
+
+    def track(self, sock):
+        self.socks.append(sock)
+        return sock
+
+    def _accept(self):
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self.serve, args=(self.track(sock),))
+            self.threads.append(t)
+            t.start()
+
+    def close(self):
+        for s in list(self.socks):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in list(self.threads):
+            t.join(10)
+        for s in self.socks:
+            s.close()
+
+
 def wait_until(pred, timeout=5.0, interval=0.005, what="condition"):
     """Poll pred() until it returns something truthy; return that value.
     Raises AssertionError naming `what` after `timeout` seconds."""

@@ -19,7 +19,6 @@ where they must not, and node-list changes while locks are held.
 import re
 import socket
 import sqlite3
-import threading
 
 import harness as h
 from harness import check, eq, is_token, node_rows, redlock_error, value
@@ -112,25 +111,8 @@ class EchoingNode:
 
     def __init__(self, node):
         self.node, self.words = node, set()
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.port = self.listener.getsockname()[1]
-        self.url = "redis://127.0.0.1:%d" % self.port
-        self.socks = [self.listener]
-        self.threads = [threading.Thread(target=self._accept)]
-        self.threads[0].start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            self.socks.append(client)
-            t = threading.Thread(target=self._serve, args=(client,))
-            self.threads.append(t)
-            t.start()
+        self.server = h.LoopbackServer(self._serve)
+        self.url = "redis://127.0.0.1:%d" % self.server.port
 
     @staticmethod
     def _line(f):
@@ -149,8 +131,7 @@ class EchoingNode:
         return line
 
     def _serve(self, client):
-        up = socket.create_connection(("127.0.0.1", self.node.port))
-        self.socks.append(up)
+        up = self.server.track(socket.create_connection(("127.0.0.1", self.node.port)))
         fc, fu = client.makefile("rb"), up.makefile("rb")
         try:
             while True:
@@ -173,17 +154,7 @@ class EchoingNode:
             up.close()
 
     def close(self):
-        """Wakes every thread (a close alone does not end a blocked accept or
-        recv) and waits for them to end."""
-        for s in list(self.socks):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in list(self.threads):
-            t.join(10)
-        for s in self.socks:
-            s.close()
+        self.server.close()
 
 
 def test_release_many_of_locks_with_their_own_tokens_shows_none_of_them():

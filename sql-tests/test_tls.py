@@ -238,24 +238,9 @@ class _SilentTlsServer:
         import ssl
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(CERTS.wrong, CERTS.wrong_key)
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(4)
-        self.port = self.listener.getsockname()[1]
-        self.raw, self.conns = [], []
-        self.threads = [threading.Thread(target=self._accept)]
-        self.threads[0].start()
-
-    def _accept(self):
-        while True:
-            try:
-                raw, _ = self.listener.accept()
-            except OSError:
-                return
-            self.raw.append(raw)
-            t = threading.Thread(target=self._handshake, args=(raw,))
-            self.threads.append(t)
-            t.start()
+        self.conns = []
+        self.server = h.LoopbackServer(self._handshake)
+        self.port = self.server.port
 
     def _handshake(self, raw):
         try:
@@ -281,17 +266,9 @@ class _SilentTlsServer:
         return got
 
     def close(self):
-        """Wakes every thread (a close alone does not end a blocked accept)
-        and waits for them to end."""
-        for s in [self.listener] + self.raw:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in list(self.threads):
-            t.join(10)
-        for s in [self.listener] + self.raw + self.conns:
-            s.close()
+        self.server.close()
+        for c in self.conns:
+            c.close()
 
 
 def test_a_stalled_connection_made_before_a_tls_setting_changed_takes_nothing_new_3n():
