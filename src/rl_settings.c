@@ -89,42 +89,48 @@ int rl_setting_get(rl_client *c, const char *name, rl_setting_value *out, rl_err
     return rc;
 }
 
-/* -1 with err set when some TLS node has a password and takes its
- * certificate check from the tls_verify setting (caller holds c->mu). */
-static int refuse_verify_off(const rl_client *c, rl_error *err) {
+enum { TAKES_VERIFY, TAKES_CA };
+
+/* The index of the first TLS node with a password that takes its
+ * certificate check (TAKES_VERIFY: no tls_verify of its own) or its CA
+ * (TAKES_CA: no tls_ca_file or tls_ca_dir of its own, and a check not
+ * turned off) from the settings, or -1 (caller holds c->mu). */
+static int password_node_taking(const rl_client *c, int what) {
     for (int i = 0; i < c->n; i++) {
         const rl_endpoint *ep = &c->nodes[i]->ep;
-        if (!ep->tls || ep->tls_opts.verify != RL_TLS_VERIFY_INHERIT || !ep->password) continue;
-        long long id = (long long)c->nodes[i]->id;
+        const rl_tls_opts *o = &ep->tls_opts;
+        if (!ep->tls || !ep->password) continue;
+        if (what == TAKES_VERIFY ? o->verify == RL_TLS_VERIFY_INHERIT
+                                 : !o->ca_file && !o->ca_dir && o->verify != RL_TLS_VERIFY_OFF)
+            return i;
+    }
+    return -1;
+}
+
+/* -1 with err set when some TLS node has a password and takes what the
+ * setting name would change from the settings (what: its certificate
+ * check, turned off, or its CA); else 0 (caller holds c->mu). Its own are
+ * changed only with its password given again (the nodes table), and the
+ * same must hold for what it takes from here: SQL that cannot read the
+ * password could otherwise have it sent to a server of its choosing, and
+ * SQL can write a file a CA is read from (ATTACH makes one). */
+static int refuse_for_password_nodes(const rl_client *c, int what, const char *name, rl_error *err) {
+    int i = password_node_taking(c, what);
+    if (i < 0) return 0;
+    long long id = (long long)c->nodes[i]->id;
+    if (what == TAKES_VERIFY)
         rl_error_set(err, RL_ERR_STATE,
                      "tls_verify 0 would turn off the certificate check of node %lld, which has a password and no "
                      "tls_verify of its own; set it on that node with its password, as in UPDATE redlock_nodes SET "
                      "url = 'rediss://:<password>@host:port?tls_verify=0' WHERE id = %lld", id, id);
-        return -1;
-    }
-    return 0;
-}
-
-/* The same for the CA a node takes from tls_ca_file and tls_ca_dir (caller
- * holds c->mu): SQL can write a file a CA is read from (ATTACH makes one),
- * so changing it would let whoever that CA vouches for receive the
- * password. */
-static int refuse_ca_change(const rl_client *c, const char *name, rl_error *err) {
-    for (int i = 0; i < c->n; i++) {
-        const rl_endpoint *ep = &c->nodes[i]->ep;
-        if (!ep->tls || !ep->password || ep->tls_opts.ca_file || ep->tls_opts.ca_dir ||
-            ep->tls_opts.verify == RL_TLS_VERIFY_OFF)
-            continue;
-        long long id = (long long)c->nodes[i]->id;
+    else
         rl_error_set(err, RL_ERR_STATE,
                      "%s would change the CA that node %lld's certificate is checked against, and node %lld has a "
                      "password and no tls_ca_file or tls_ca_dir of its own; give it its CA with its password, as in "
-                     "UPDATE redlock_nodes SET url = 'rediss://:<password>@host:port?tls_ca_file=/path/ca.pem' WHERE "
-                     "id = %lld",
+                     "UPDATE redlock_nodes SET url = 'rediss://:<password>@host:port?tls_ca_file=/path/ca.pem' "
+                     "WHERE id = %lld",
                      name, id, id, id);
-        return -1;
-    }
-    return 0;
+    return -1;
 }
 
 int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, rl_error *err) {
@@ -155,13 +161,10 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
     pthread_mutex_lock(&c->mu);
     char *base = (char *)&c->set + s->offset;
     int rc = 0;
-    /* A node's password is given again before its certificate check goes
-     * off (the nodes table): the same holds for the check a node takes
-     * from this setting, or SQL that cannot read the password could have
-     * it sent to whoever answers at the node's address. */
     int ca = strcmp(s->name, "tls_ca_file") == 0 || strcmp(s->name, "tls_ca_dir") == 0;
-    if ((strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0 && refuse_verify_off(c, err) != 0) ||
-        (ca && strcmp(*(char **)base, in->text) != 0 && refuse_ca_change(c, s->name, err) != 0)) {
+    if ((strcmp(s->name, "tls_verify") == 0 && in->i == 0 && c->set.tls_verify != 0 &&
+         refuse_for_password_nodes(c, TAKES_VERIFY, s->name, err) != 0) ||
+        (ca && strcmp(*(char **)base, in->text) != 0 && refuse_for_password_nodes(c, TAKES_CA, s->name, err) != 0)) {
         pthread_mutex_unlock(&c->mu);
         free(copy);
         return -1;
