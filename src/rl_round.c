@@ -658,12 +658,13 @@ void rl_round_run(rl_client *c, rl_round *r) {
             /* A release still reaches a stalled node, behind whatever it
              * owes; through the next connection when the stalled one takes
              * nothing new. */
-            if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && stale_takes_cleanup(node)) {
-                rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us, .sent_us = now};
-                rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
-            } else if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && owes && node->stale->sealed &&
-                       command_bytes(r) <= RL_OWED_RELEASE_MAX) {
-                rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
+            if ((r->kind == RL_K_RELEASE || r->kind == RL_K_RELEASE_MANY) && node->stale) {
+                if (stale_takes_cleanup(node)) {
+                    rl_tag tag = {.op = op, .kind = RL_K_CLEANUP, .deadline_us = node->stale_until_us, .sent_us = now};
+                    rl_conn_send(node->stale, &tag, r->argc, r->argv, r->lens);
+                } else if (owes && node->stale->sealed && command_bytes(r) <= RL_OWED_RELEASE_MAX) {
+                    rl_node_owe_cleanup(c, node, r->argc, r->argv, r->lens);
+                }
             }
             continue;
         }
