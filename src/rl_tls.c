@@ -162,6 +162,14 @@ static int open_checked(const char *setting, const char *path, int is_dir, rl_er
     return rc;
 }
 
+/* The name OpenSSL is to read path, open_checked as fd, by: the file
+ * checked, through its descriptor (by_fd holds the name), so that it
+ * cannot have been swapped for another meanwhile; without /proc, path. */
+static const char *checked_file(int fd, const char *path, char by_fd[32]) {
+    snprintf(by_fd, 32, "/proc/self/fd/%d", fd);
+    return access(by_fd, R_OK) == 0 ? by_fd : path;
+}
+
 /* The system's CAs, from its bundle file only (SSL_CERT_FILE, ignored in
  * a setuid program as OpenSSL does, else /usr/lib/ssl/cert.pem:
  * ca-certificates' bundle on Debian), checked as the other files are. Its
@@ -177,8 +185,7 @@ static void load_system_store(SSL_CTX *ctx) {
     int fd = open_checked("the system's CA bundle", file, 0, &ignored);
     if (fd < 0) return;
     char by_fd[32];
-    snprintf(by_fd, sizeof by_fd, "/proc/self/fd/%d", fd);
-    if (SSL_CTX_load_verify_locations(ctx, access(by_fd, R_OK) == 0 ? by_fd : file, NULL) != 1) ERR_clear_error();
+    if (SSL_CTX_load_verify_locations(ctx, checked_file(fd, file, by_fd), NULL) != 1) ERR_clear_error();
     close(fd);
 }
 
@@ -188,12 +195,9 @@ static int load_into(SSL_CTX *ctx, const char *setting, const char *path, rl_err
     int fd = open_checked(setting, path, is_dir, err);
     if (fd < 0) return -1;
     const char *shown = path;
-    /* OpenSSL reads the file checked, through its descriptor, so it cannot
-     * have been swapped for another meanwhile; without /proc, by its path.
-     * A CA directory's files are read later, by name, as OpenSSL needs them. */
+    /* A CA directory's files are read later, by name, as OpenSSL needs them. */
     char by_fd[32];
-    snprintf(by_fd, sizeof by_fd, "/proc/self/fd/%d", fd);
-    if (!is_dir && access(by_fd, R_OK) == 0) path = by_fd;
+    if (!is_dir) path = checked_file(fd, path, by_fd);
     ERR_clear_error();
     int ok;
     if (is_dir) ok = SSL_CTX_load_verify_locations(ctx, NULL, path);
