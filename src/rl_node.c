@@ -136,22 +136,20 @@ void rl_node_drop_tls_connections(rl_client *c) {
         rl_conn_close(node->sub);
         node->sub = NULL;
         node->sub_ready = 0;
-        /* A stalled one drains, and votes no more; nothing new goes out on
-         * it either (a token, say, to a peer the new settings would not
-         * trust): what it would have carried is owed to the next one. */
-        if (node->stale) node->stale->sealed = 1;
-        if (!node->conn) continue;
-        if (node->conn->count > 0 && !node->conn->broken && !node->stale) {
+        if (node->conn && node->conn->count > 0 && !node->conn->broken && !node->stale) {
             /* Replies still owed (a SET may be among them): it drains as a
              * stalled connection does, so nothing sent on the next one
              * overtakes what it carries; the node is retried once they are in. */
             rl_node_mark_down(c, node, "a tls_* setting changed: reconnecting with it", 1);
-            node->stale->sealed = 1;
             node->retry_at_us = rl_now_us();
-        } else {
+        } else if (node->conn) {
             rl_conn_close(node->conn);
             node->conn = NULL;
         }
+        /* A stalled one drains, and votes no more; nothing new goes out on
+         * it either (a token, say, to a peer the new settings would not
+         * trust): what it would have carried is owed to the next one. */
+        if (node->stale) node->stale->sealed = 1;
     }
 }
 
