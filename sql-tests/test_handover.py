@@ -93,6 +93,72 @@ def test_detach_expired_is_null_and_cleans_up():
     no_key(c, "ho:e", "what was left of it", settle_cons=(a,))
 
 
+def _pending_to_server(p):
+    return sum(conn.c2s.queued for conn in list(p._conns))
+
+
+def _late_extend_after_handover(take, extend_own, res):
+    """A holds res through three proxies; its copy of an extend to node 0
+    is held back in that proxy (a link that delivers late, as a kernel's
+    send queue does after a partition heals) while nodes 1 and 2 decide
+    the round. A detaches; B extends by token to 60 s on every node; then
+    node 0 receives A's old extend. No command sent with the token before
+    the hand-off may cut B's lock back: with it cut on node 0, the key
+    expires on a quorum (0 and 2, where B's extend could be the one that
+    is late) while B still counts on 60 s."""
+    from faultproxy import FaultProxy
+    c = cluster()
+    proxies = [FaultProxy(n.host, n.port) for n in c]
+    try:
+        a = h.connect([p.url for p in proxies], auto_extend=0 if extend_own else 1, timeout_ms=300)
+        b = h.connect(c)
+        tok = is_token(value(a, take, res))
+        h.settle(a)
+        proxies[0].delay_requests(1500)
+        if extend_own:
+            check(value(a, "SELECT redlock_extend(?, 3000)", res) > 0, "A's own extend, decided by nodes 1 and 2")
+        # else the keeper extends at a third of the TTL
+        h.wait_until(lambda: _pending_to_server(proxies[0]) > 0, 5,
+                     what="A's extend to node 0 to be held in its proxy")
+        eq(value(a, "SELECT redlock_detach(?)", res), tok, "detach")
+        v = value(b, "SELECT redlock_adopt(?, ?)", res, tok)
+        check(isinstance(v, int) and v > 0, "B adopts: %r" % v)
+        v = value(b, "SELECT redlock_extend(?, 60000)", res)
+        check(isinstance(v, int) and v > 50000, "B extends to 60 s: %r" % v)
+        h.settle(b)
+        scripts = lambda: c[0].calls("evalsha") + c[0].calls("eval")  # noqa: E731
+        before = scripts()
+        h.wait_until(lambda: _pending_to_server(proxies[0]) == 0 and scripts() > before, 10,
+                     what="node 0 to run A's held-back extend")
+        pttl0 = c[0].pttl(res) if take.find("shared") < 0 else _shared_left(c[0], res, tok)
+        check(pttl0 > 50000,
+              "node 0 kept %r ms of B's 60 s lock: A's extend, sent before the hand-off and delivered "
+              "after it, cut the lock back" % pttl0)
+        eq(value(b, "SELECT redlock_release(?)", res), 1, "B's release")
+    finally:
+        for p in proxies:
+            p.close()
+
+
+def _shared_left(node, res, tok):
+    tm = node.cmd("TIME")
+    now = int(tm[0]) * 1000 + int(tm[1]) // 1000
+    sc = node.cmd("ZSCORE", res, tok)
+    return -1 if sc is None else int(float(sc)) - now
+
+
+def test_a_keepers_extend_delivered_after_a_handover_never_shortens_it_3n():
+    _late_extend_after_handover("SELECT redlock_acquire(?, 3000)", False, "ho:late-keeper")
+
+
+def test_an_own_extend_delivered_after_a_handover_never_shortens_it_3n():
+    _late_extend_after_handover("SELECT redlock_acquire(?, 3000)", True, "ho:late-own")
+
+
+def test_a_shared_extend_delivered_after_a_handover_never_shortens_it_3n():
+    _late_extend_after_handover("SELECT redlock_acquire_shared(?, 3000, 0, 1)", True, "ho:late-shared")
+
+
 # --------------------------------------------------------------------------
 # adopt
 # --------------------------------------------------------------------------
@@ -116,8 +182,9 @@ def test_adopt_takes_the_lock_into_the_connection_3n():
     # behaves like its own: re-entry, extend without token, release at close
     eq(value(b, "SELECT redlock_acquire('ho:b', 60000)"), tok, "re-entry gives the same token")
     eq(value(b, "SELECT redlock_release('ho:b')"), 1, "one hold back")
-    check(value(b, "SELECT redlock_extend('ho:b', 30000)") > 0, "extend without token")
-    holds(c, "ho:b", tok, 30000, "extended to the new TTL", settle_cons=(b,))
+    check(value(b, "SELECT redlock_extend('ho:b', 90000)") > 0, "extend without token")
+    holds(c, "ho:b", tok, 90000, "extended to the new TTL", settle_cons=(b,))
+    check(all(n.pttl("ho:b") > before for n in c), "the extend lengthened the lock on every node")
     b.close()
     no_key(c, "ho:b", "an adopted lock is released when its connection closes")
 

@@ -319,10 +319,9 @@ def lock_extensions(con):
 
 def test_unanswered_extend_counts_as_possibly_run_3n():
     """An extend whose answers come too late may still have run on every
-    node: a shorter TTL then cut the keys. The connection must not go on
-    counting the lock by its old, longer validity (redlock_validity,
-    redlock_locks, a re-entrant acquire handing the token back), or it
-    would report a lock that another client has taken by then."""
+    node. It never shortens the keys there (an extend only lengthens), and
+    the connection counts the lock by no more than the shorter TTL it
+    asked for, which is sure either way."""
     with h.Cluster(3) as c:
         ps = [FaultProxy(n.host, n.port) for n in c]
         try:
@@ -337,11 +336,10 @@ def test_unanswered_extend_counts_as_possibly_run_3n():
             left = value(a, "SELECT redlock_validity('x')")
             check(left is None or left <= 1000,
                   "a's validity after an unanswered extend to 1000 ms: %r ms (the keys were cut to 1 s)" % left)
-            h.wait_until(lambda: all(n.pttl("x") == -2 for n in c), 5, what="the keys expire after the cut")
-            is_token(value(b, "SELECT redlock_acquire('x', 60000)"), "b takes x once the keys expired")
-            eq(value(a, "SELECT count(*) FROM redlock_locks WHERE resource = 'x' AND state = 'held'"), 0,
-               "a lists x as held while b holds it")
-            check(value(a, "SELECT redlock_acquire('x', 60000)") != tok, "a's re-entrant acquire hands back its old token")
+            h.settle(a)
+            pttls = [n.pttl("x") for n in c]
+            check(all(p > 50000 for p in pttls), "the late extend to 1 s cut the minute back: PTTLs %r" % pttls)
+            eq(value(b, "SELECT redlock_acquire('x', 60000)"), None, "b is kept out while the keys last")
         finally:
             for p in ps:
                 p.close()
@@ -350,9 +348,8 @@ def test_unanswered_extend_counts_as_possibly_run_3n():
 def test_unanswered_keeper_extend_counts_as_possibly_run_3n():
     """The same for the auto-extension: its extend, gathered with the TTL
     of before while the owner's longer extend was on its way, runs after
-    that one on every node and cuts the keys back; when its answers come
-    too late, the connection must count the lock by the keeper's TTL, not
-    by the owner's minute."""
+    that one on every node, and must not cut the keys back; the
+    connection counts no more than the keys have."""
     # Margins wide enough for a build under the sanitizers: the owner's
     # extend answers 2.8 s inside its timeout, the keeper's 1 s after it.
     with h.Cluster(3) as c:
@@ -373,7 +370,7 @@ def test_unanswered_keeper_extend_counts_as_possibly_run_3n():
             h.wait_until(lambda: value(a, "SELECT count(*) FROM redlock_nodes WHERE state = 'down'") == 3,
                          15, what="the keeper's extend times out on every node")
             pttls = [n.pttl("k") for n in c]
-            check(max(pttls) <= 9000, "the keeper's PEXPIRE 9000 ran after the owner's (PTTLs %r)" % pttls)
+            check(min(pttls) > 50000, "the keeper's late extend to 9 s cut the owner's minute (PTTLs %r)" % pttls)
             left = value(a, "SELECT redlock_validity('k')")
             check(left is None or left <= max(pttls), "a counts %r ms left where the keys have %r" % (left, pttls))
         finally:

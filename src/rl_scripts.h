@@ -115,6 +115,16 @@
     "if tonumber(sc) <= now then return 0 end " \
     "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1"
 
+/* lengthen(k, t): key k lives at least t ms more; never less. An extend
+ * only lengthens: a command sent with a token can be delivered late (a
+ * partition heals, a kernel's send queue drains), after the token was
+ * handed on (redlock_detach, redlock_adopt) and extended further; cutting
+ * that lock back would let it expire on a quorum while its holder counts
+ * on it. A key without expiry (-1, never made here) is left as it is. */
+#define RL_LUA_LENGTHEN \
+    "local function lengthen(k, t) local p = redis.call('pttl', k) " \
+    "if p >= 0 and p < t then redis.call('pexpire', k, t) end end "
+
 /* stretch(k, t): counter or floor k lives at least t ms (a number, or its
  * text) when it holds a number, so that the next holder's number is still
  * higher after a lock that outlives it. A key holding anything else may be
@@ -133,10 +143,12 @@
  * fencing floor (rl_floor.h); ARGV[1]
  * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
  * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
- * max_holders the caller took it with. 1 when our key got the new TTL; 0 when the key is gone or
- * not ours: it is never re-created. Its counter and floor are made to
- * live as long (RL_LUA_STRETCH_FENCE). On a shared lock (sorted set) our live member gets the new
- * expiry on the node's clock; a holder limit other than ARGV[4] is an
+ * max_holders the caller took it with. 1 when our key lives at least the
+ * new TTL (lengthened to it, never shortened: RL_LUA_LENGTHEN); 0 when the
+ * key is gone or not ours: it is never re-created. Its counter and floor
+ * are made to live as long (RL_LUA_STRETCH_FENCE). On a shared lock
+ * (sorted set) our live member's expiry moves to the new one on the
+ * node's clock when that is later; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
     "local ty = redis.call('type',KEYS[1]).ok " \
@@ -148,13 +160,14 @@
     "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
     "if k > 0 and tostring(k) ~= ARGV[4] then return redis.error_reply('this shared lock has max_holders ' " \
     ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
-    "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) tidy() return 1 end " \
+    "local at = now + tonumber(ARGV[2]) " \
+    "if at > tonumber(sc) then redis.call('zadd',KEYS[1],at,ARGV[1]) end tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
-    "local r = redis.call('pexpire',KEYS[1],ARGV[2]) " \
-    RL_LUA_MINE "if mine(KEYS[1] .. ':holder') then redis.call('pexpire',KEYS[1] .. ':holder',ARGV[2]) " \
-    "elseif ARGV[3] then " RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], tonumber(ARGV[2])) end " \
+    RL_LUA_LENGTHEN "local t = tonumber(ARGV[2]) lengthen(KEYS[1], t) " \
+    RL_LUA_MINE "if mine(KEYS[1] .. ':holder') then lengthen(KEYS[1] .. ':holder', t) " \
+    "elseif ARGV[3] then " RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], t) end " \
     RL_LUA_STRETCH_FENCE "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end " \
-    "return r"
+    "return 1"
 
 /* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
  * the lock keys, then (optional, as there) KEYS[n+1..2n] their fence counters
@@ -162,18 +175,19 @@
  * floor to the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the set details (once per token). An array of n
- * integers: 1 where that key held its own token and got its TTL (its
+ * integers: 1 where that key held its own token and lives at least its TTL
+ * (lengthened, never shortened, as RL_SCRIPT_EXTEND does; its
  * holder details, KEYS[i]..':holder' when it holds them, too), 0 where it is gone, not ours,
  * or not a string (a shared lock someone took on the name since: no error,
  * so the other keys of the call are still extended); never re-created.
  * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
-    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE RL_LUA_MINE \
+    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE RL_LUA_MINE RL_LUA_LENGTHEN \
     "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
-    "out[i] = redis.call('pexpire',KEYS[i],t) " \
-    "if mine(KEYS[i] .. ':holder') then redis.call('pexpire',KEYS[i] .. ':holder',t) " \
+    "lengthen(KEYS[i], t) out[i] = 1 " \
+    "if mine(KEYS[i] .. ':holder') then lengthen(KEYS[i] .. ':holder', t) " \
     "elseif pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
     "if f then stretch(KEYS[n + i], t) end " \
     "else out[i] = 0 end end " \

@@ -521,8 +521,9 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     }
     i = find(s, res, reslen);
     if (st == RL_OK && i >= 0 && same_token(&s->held[i], token, toklen) && rl_held_until_us(&s->held[i]) < out->valid_until_us) {
-        /* The keeper's extend, sent after this one with the TTL from before,
-         * may shorten the key again: say only what is sure. */
+        /* The keeper's extend, booked after this one with the TTL from
+         * before, left the lock a shorter validity here: say only what is
+         * booked, which the keeper keeps renewing. */
         out->valid_until_us = rl_held_until_us(&s->held[i]);
         int64_t left = (out->valid_until_us - rl_now_us()) / 1000;
         out->validity_ms = left > 0 ? left : 0;
