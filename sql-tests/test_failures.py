@@ -66,6 +66,21 @@ h.for_nodes(globals(), _minority_killed, (3, 5))
 h.for_nodes(globals(), _majority_killed, (1, 3, 5))
 
 
+def test_an_error_names_a_few_failing_nodes_and_counts_the_rest():
+    """With many nodes down the error stays short: it names the first
+    three failing nodes with their reasons, then says how many more failed
+    and where their reasons are."""
+    urls = ["redis://127.0.0.1:%d" % h.free_port() for _ in range(9)]
+    con = h.connect(urls)
+    msg = redlock_error(con, "SELECT redlock_acquire('fewnamed', 10000)",
+                        contains=["9 of 9 nodes failed", "; and 6 more (see redlock_nodes.last_error)"])
+    named = [u[len("redis://"):] for u in urls if u[len("redis://"):] in msg]
+    eq(len(named), 3, "nodes named in %r" % msg)
+    check(len(msg) < 1000, "the error is %d characters long" % len(msg))
+    rows = h.rows(con, "SELECT count(*) FROM redlock_nodes WHERE last_error IS NOT NULL")
+    eq(rows, [(9,)], "every node's reason in redlock_nodes.last_error")
+
+
 def test_majority_hung_3n():
     """SIGSTOPped nodes: connections succeed, replies never come."""
     with h.Cluster(3) as c:

@@ -792,10 +792,14 @@ void rl_round_send_late(rl_client *c, const rl_round *r, int argc, const char *c
 
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen) {
     size_t used = strlen(buf);
-    int first = 1;
-    for (int i = 0; i < c->n && used + 1 < buflen; i++) {
+    int shown = 0, more = 0;
+    for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
         if (v->state != RL_V_FAIL) continue;
+        if (shown == RL_ROUND_FAILURES_SHOWN || used + 1 >= buflen) {
+            more++;
+            continue;
+        }
         char name[320];
         rl_node_name(c->nodes[i], name, sizeof name);
         char down[sizeof v->why];
@@ -805,10 +809,12 @@ void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf
                      v->down_next_ms - 1, v->down_owes ? " at most, or as soon as it answers" : "");
             why = down;
         }
-        int k = snprintf(buf + used, buflen - used, "%s%s: %s", first ? "" : "; ", name, why);
-        first = 0;
+        int k = snprintf(buf + used, buflen - used, "%s%s: %s", shown ? "; " : "", name, why);
+        shown++;
         if (k < 0) break;
         used += (size_t)k;
         if (used >= buflen) used = buflen - 1;
     }
+    if (more > 0 && used + 1 < buflen)
+        snprintf(buf + used, buflen - used, "; and %d more (see redlock_nodes.last_error)", more);
 }

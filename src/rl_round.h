@@ -101,7 +101,11 @@ void rl_round_service(rl_client *c, int64_t wait_us);
  * node health and last_error reflect the whole of the last call. Takes c->mu. */
 void rl_round_settle(rl_client *c);
 
-/* Appends "node 2 127.0.0.1:6380: why; ..." for every failed vote to buf. */
+/* Appends "node 2 127.0.0.1:6380: why; ..." for the first
+ * RL_ROUND_FAILURES_SHOWN failed votes to buf, then how many more failed
+ * and where their reasons are: with a hundred nodes down the message
+ * stays one a person reads. */
+#define RL_ROUND_FAILURES_SHOWN 3
 void rl_round_describe_failures(const rl_client *c, const rl_round *r, char *buf, size_t buflen);
 
 #endif
