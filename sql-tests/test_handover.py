@@ -1,6 +1,6 @@
 """Locks for jobs of several steps: redlock_detach hands a lock over to its
 TTL, redlock_adopt takes it into another connection after checking it on a
-quorum; the cron job of README's shell section (examples/nightly_steps.sh)
+quorum; the cron job of the shell guide (examples/nightly_steps.sh)
 run as three real sqlite3 invocations while a second copy tries to get in;
 and a plain acquire that dies with its sqlite3 process.
 
@@ -365,17 +365,16 @@ def test_cron_job_stops_when_the_lock_is_taken_3n():
         con.close()
 
 
-def test_readme_shows_the_cron_job():
-    with open(os.path.join(h.REPO, "README.md")) as f:
-        readme = f.read()
+def test_shell_guide_shows_the_cron_job():
+    with open(os.path.join(h.REPO, "docs", "guides", "shell-and-cron.md")) as f:
+        guide = f.read()
     with open(os.path.join(h.REPO, "examples", "nightly_steps.sh")) as f:
         script = f.read()
     body = script.split("set -euo pipefail\n", 1)[1]
-    check(body in readme, "README's shell section shows examples/nightly_steps.sh from 'set -euo pipefail' on")
-    shell_section = readme.split("### From the sqlite3 shell", 1)[1].split("\n### ", 1)[0]
-    check("A lock lives as long as the `sqlite3` process that took it" in shell_section
-          and "redlock_detach" in shell_section and "redlock_adopt" in shell_section,
-          "the shell section says a plain acquire dies with its process")
+    check(body in guide, "the shell guide shows examples/nightly_steps.sh from 'set -euo pipefail' on")
+    check("A lock lives as long as the `sqlite3` process that took it" in guide
+          and "redlock_detach" in guide and "redlock_adopt" in guide,
+          "the shell guide says a plain acquire dies with its process")
 
 
 def test_adopt_without_a_quorum_of_answers_is_an_error():

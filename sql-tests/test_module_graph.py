@@ -14,7 +14,7 @@ defines. The tests check that:
 * the binding includes only engine headers, never the other way round.
 
 Run on its own (python3 sql-tests/test_module_graph.py [ROOT]) it prints the
-graph, so the README's Layout section can be checked against it.
+graph, so ARCHITECTURE.md's module list can be checked against it.
 """
 # SPDX-License-Identifier: BSD-3-Clause
 
