@@ -76,10 +76,10 @@ MUTANTS = {
         "extend re-creates an expired key (and the session no longer refuses an expired lock)",
         [("src/rl_scripts.h",
           "\"if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \" \\\n"
-          "    \"local r = redis.call('pexpire',KEYS[1],ARGV[2]) \"",
+          "    RL_LUA_LENGTHEN",
           "\"local v = redis.call('get',KEYS[1]) if v and v ~= ARGV[1] then return 0 end \" "
-          "\"if not v then redis.call('set',KEYS[1],ARGV[1]) end \" \\\n"
-          "    \"local r = redis.call('pexpire',KEYS[1],ARGV[2]) \""),
+          "\"if not v then redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) end \" \\\n"
+          "    RL_LUA_LENGTHEN"),
          ("src/rl_session.c",
           "if (ours && left_ms(&s->held[i]) == 0) {",
           "if (ours && left_ms(&s->held[i]) < 0) {")]),
