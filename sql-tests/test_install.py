@@ -422,11 +422,12 @@ def test_version_one_place():
     eq(value(con, "SELECT redlock_version()"), version, "redlock_version()")
     with open(os.path.join(REPO, "CHANGELOG.md")) as f:
         headings = re.findall(r"^## (.+)$", f.read(), re.M)
-    check(headings and headings[0] == "Unreleased",
-          "CHANGELOG.md opens with an 'Unreleased' section: %r" % headings[:2])
-    released = [x for x in headings if x != "Unreleased"]
-    check(released and released[0].split()[0] == version,
-          "CHANGELOG.md's newest version is %r, the header says %r" % (released[:1], version))
+    check(headings and headings[0] == "[Unreleased]",
+          "CHANGELOG.md opens with an '[Unreleased]' section: %r" % headings[:2])
+    released = [x for x in headings if x != "[Unreleased]"]
+    check(released and re.fullmatch(r"\[%s\] - \d{4}-\d{2}-\d{2}" % re.escape(version), released[0]),
+          "CHANGELOG.md's newest release is %r: it should be '[%s] - YYYY-MM-DD'"
+          % (released[:1], version))
     eq(_field(_deb(), "Version"), version, "the package's Version")
 
 
