@@ -730,6 +730,29 @@ int rl_round_sent(const rl_client *c, const rl_round *r) {
     return n;
 }
 
+/* Sends a cleanup to node on conn (its live connection or its stalled one)
+ * without waiting for the answer; NULL or broken: the node's next
+ * connection carries it. */
+static void cleanup_on(rl_client *c, rl_node *node, rl_conn *conn, int argc, const char *const *argv,
+                       const size_t *lens) {
+    if (!conn || conn->broken) {
+        /* Its connection broke (in this round or a later one, such as
+         * a fence write-back) or stalled beyond use: the next one
+         * carries the cleanup. */
+        rl_node_owe_cleanup(c, node, argc, argv, lens);
+        return;
+    }
+    int64_t now = rl_now_us(), deadline = conn == node->stale ? node->stale_until_us : now + rl_client_timeout_us(c, node);
+    /* Kept until answered, so a connection that breaks before it
+     * answers (or an error such as LOADING) does not lose it. */
+    if (conn == node->conn && rl_node_owe_cleanup(c, node, argc, argv, lens) == 0) {
+        rl_node_send_owed(node, conn, deadline);
+        return;
+    }
+    rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline, .sent_us = now};
+    rl_conn_send(conn, &tag, argc, argv, lens);
+}
+
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens) {
     for (int i = 0; i < c->n; i++) {
         const rl_vote *v = &r->votes[i];
@@ -741,22 +764,7 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
         if (!v->went_out || v->state == RL_V_NO) continue;
         rl_conn *conn = node->conn;
         if (v->state == RL_V_FAIL && v->timed_out) conn = stale_takes_cleanup(node) ? node->stale : NULL;
-        if (!conn || conn->broken) {
-            /* Its connection broke (in this round or a later one, such as
-             * a fence write-back) or stalled beyond use: the next one
-             * carries the cleanup. */
-            rl_node_owe_cleanup(c, node, argc, argv, lens);
-            continue;
-        }
-        int64_t now = rl_now_us(), deadline = conn == node->stale ? node->stale_until_us : now + rl_client_timeout_us(c, node);
-        /* Kept until answered, so a connection that breaks before it
-         * answers (or an error such as LOADING) does not lose it. */
-        if (conn == node->conn && rl_node_owe_cleanup(c, node, argc, argv, lens) == 0) {
-            rl_node_send_owed(node, conn, deadline);
-            continue;
-        }
-        rl_tag tag = {.op = c->op, .kind = RL_K_CLEANUP, .deadline_us = deadline, .sent_us = now};
-        rl_conn_send(conn, &tag, argc, argv, lens);
+        cleanup_on(c, node, conn, argc, argv, lens);
     }
 }
 
