@@ -188,3 +188,108 @@ def test_release_during_the_wait_for_subscriptions_is_not_missed():
             check(got["end"] - start < BOUND_S, "the waiter got in %.2f s after the release" % (got["end"] - start))
         finally:
             c.nodes[2].cont()
+
+
+# Links that go silently dead during the pause (issue 36): a node timeout
+# of DEAD_TIMEOUT_MS, a retry delay far longer, so that the interrupt falls
+# in the pause. The call must end long before the node timeout.
+DEAD_TIMEOUT_MS = 4000
+DEAD_BOUND_S = DEAD_TIMEOUT_MS / 1000.0 / 2
+MARKER = "busy:writer-waiting"
+
+
+def _marks_run(node):
+    """How many writer-waiting marks (not their removals) node ran, read
+    from its slow log (every command logged): the single-name script has
+    the marker among its keys, the many-names one ends in px and suffix."""
+    n = 0
+    for entry in node.cmd("SLOWLOG", "GET", "1000"):
+        args = entry[3]
+        if len(args) < 4 or args[0].upper() not in ("EVAL", "EVALSHA") or not args[2].isdigit():
+            continue
+        nk = int(args[2])
+        keys, argv = args[3:3 + nk], args[3 + nk:]
+        n += MARKER in keys or (len(argv) == 2 and argv[0].isdigit() and argv[1] == ":writer-waiting")
+    return n
+
+
+def _interrupted_on_dead_links(c, con, sql):
+    """Runs sql (a writer waiting on 'busy', held shared elsewhere) on con,
+    stops every node (SIGSTOP: the links stay up, no answer comes) once the
+    call waits in its pause after its second try and mark, interrupts it
+    and resumes the nodes. Returns (error, seconds from the interrupt to
+    the end of the call)."""
+    for n in c:
+        n.cmd("SLOWLOG", "RESET")
+        n.cmd("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    result = {}
+
+    def run():
+        try:
+            result["rows"] = con.execute(sql).fetchall()
+        except sqlite3.Error as e:
+            result["error"] = e
+        result["end"] = time.monotonic()
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        # the first try, its mark, the subscription, the second try at once,
+        # its mark: then the pause of retry_delay_ms
+        h.wait_until(lambda: all(n.cmd("PUBSUB", "NUMSUB", "busy:released")[1] >= 1 and _marks_run(n) >= 2
+                                 for n in c),
+                     timeout=5, what="the waiter marked twice and subscribed on every node")
+        eq([n.get(MARKER) is not None for n in c], [True] * len(c), "the writer's marker on every node")
+        for n in c:
+            n.stop()
+        start = time.monotonic()
+        con.interrupt()
+        t.join(DEAD_TIMEOUT_MS / 1000.0 + 10)
+    finally:
+        for n in c:
+            n.cont()
+        t.join(30)
+    check(not t.is_alive(), "the waiting call did not end")
+    check("error" in result, "the interrupted call returned %r" % (result.get("rows"),))
+    return result["error"], result["end"] - start
+
+
+def _interrupt_on_dead_links(fn_sql, isolation_level):
+    with h.Cluster(3) as c:
+        reader = h.connect(c)
+        is_token(value(reader, "SELECT redlock_acquire_shared('busy', 60000)"), "a shared holder")
+        h.settle(reader)
+        con = h.connect(c, timeout_ms=DEAD_TIMEOUT_MS, retry_delay_ms=8000)
+        con.isolation_level = isolation_level
+        is_token(value(con, "SELECT redlock_acquire('warm', 1000)"), "the waiter's connections are up")
+        eq(value(con, "SELECT redlock_release('warm')"), 1, "the warm-up's release")
+        err, took = _interrupted_on_dead_links(c, con, fn_sql)
+        check(str(err).startswith("redlock: interrupted"), "the error should say interrupted: %r" % err)
+        check(took < DEAD_BOUND_S, "the call ended %.2f s after the interrupt (node timeout %d ms)"
+              % (took, DEAD_TIMEOUT_MS))
+        # The markers' removal was sent before the call returned: it runs as
+        # the nodes resume, long before the markers' own expiry (16 s here).
+        h.wait_until(lambda: all(n.get(MARKER) is None for n in c), timeout=3,
+                     what="the writer's markers removed once the nodes answer again")
+        eq(value(con, "SELECT count(*) FROM redlock_locks"), 0, "locks the waiter holds")
+        # The connection works on at once.
+        got, took = _timed(con, "SELECT redlock_acquire('after', 10000)")
+        is_token(got, "acquire after the interrupt")
+        check(took < DEAD_BOUND_S, "the next acquire took %.2f s" % took)
+        eq(value(con, "SELECT redlock_release('after')"), 1, "release after the interrupt")
+        h.settle(con)
+        eq([n.get("free") for n in c], [None] * len(c), "a name of the set on a node after the interrupt")
+        eq(value(reader, "SELECT redlock_release('busy')"), 1, "the shared holder's release")
+
+
+def test_interrupt_in_the_pause_on_dead_links_acquire():
+    """Every node's link goes silent during the pause between tries: the
+    interrupt ends the wait at once (not after the node timeout waiting
+    for the writer marker's removal to be answered), and the removal still
+    reaches the nodes. Python's default mode."""
+    _interrupt_on_dead_links("SELECT redlock_acquire('busy', 10000, 20000)", "")
+
+
+def test_interrupt_in_the_pause_on_dead_links_acquire_many():
+    """The same for redlock_acquire_many, in autocommit mode."""
+    _interrupt_on_dead_links("SELECT redlock_acquire_many('[\"free\", \"busy\"]', 10000, 20000)", None)
