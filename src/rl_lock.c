@@ -309,11 +309,19 @@ static void mark_writer_waiting(rl_client *c, const keys *k, int64_t left_us, rl
 }
 
 /* The acquirer that set the marker got in, or was interrupted: the marker
- * goes (one round, ended at the first answer as mark_writer_waiting's), so
- * readers with no writer waiting are let in then, not when it expires. */
-static void clear_writer_waiting(rl_client *c, const keys *k, rl_vote *votes) {
+ * goes, so readers with no writer waiting are let in then, not when it
+ * expires. Got in: one round, ended at the first answer as
+ * mark_writer_waiting's. Interrupted: the wait ends now, so the removal
+ * goes out as a failed attempt's cleanup does, answered later
+ * (rl_round_cleanup_connected); with every link dead the round would wait
+ * a whole node timeout for a first answer. */
+static void clear_writer_waiting(rl_client *c, const keys *k, int interrupted, rl_vote *votes) {
     const char *argv[] = {"EVAL", RL_SCRIPT_WRITER_DONE, "1", k->key, RL_WRITER_SUFFIX};
     size_t lens[] = {4, sizeof RL_SCRIPT_WRITER_DONE - 1, 1, k->keylen, sizeof RL_WRITER_SUFFIX - 1};
+    if (interrupted) {
+        rl_round_cleanup_connected(c, 5, argv, lens);
+        return;
+    }
     rl_round r = {.kind = RL_K_MARK, .argc = 5, .argv = argv, .lens = lens, .quorum = 1, .votes = votes};
     rl_round_run(c, &r);
 }
@@ -497,7 +505,8 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
-    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED)) clear_writer_waiting(c, &k, votes);
+    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED))
+        clear_writer_waiting(c, &k, out->status == RL_INTERRUPTED, votes);
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
     if (out->status == RL_NO_QUORUM) report_no_quorum(c, res, reslen, out);

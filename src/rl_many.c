@@ -271,13 +271,17 @@ static void mark_writer_waiting(rl_client *c, mkeys *k, int64_t left_us, rl_vote
 }
 
 /* The acquirer that set the markers got in, or was interrupted: they go,
- * as in rl_lock. */
-static void clear_writer_waiting(rl_client *c, mkeys *k, rl_vote *votes) {
+ * as in rl_lock (interrupted: without waiting for any answer). */
+static void clear_writer_waiting(rl_client *c, mkeys *k, int interrupted, rl_vote *votes) {
     char nk[16];
     int a = cmd_head(k, RL_SCRIPT_WRITER_DONE, sizeof RL_SCRIPT_WRITER_DONE - 1, nk, sizeof nk, k->n);
     a = cmd_keys(k, a, 0);
     k->argv[a] = RL_WRITER_SUFFIX;
     k->lens[a++] = sizeof RL_WRITER_SUFFIX - 1;
+    if (interrupted) {
+        rl_round_cleanup_connected(c, a, k->argv, k->lens);
+        return;
+    }
     rl_round r = {.kind = RL_K_MARK, .argc = a, .argv = k->argv, .lens = k->lens, .quorum = 1, .votes = votes};
     rl_round_run(c, &r);
 }
@@ -447,7 +451,8 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         woken = rl_lock_pause(c, k.key[w], k.keylen[w], NULL, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
-    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED)) clear_writer_waiting(c, &k, votes);
+    if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED))
+        clear_writer_waiting(c, &k, out->status == RL_INTERRUPTED, votes);
     if (subscribed >= 0) rl_wait_unsubscribe(c);
 done:
     if (out->status != RL_OK) {

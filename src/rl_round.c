@@ -768,6 +768,17 @@ void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *con
     }
 }
 
+void rl_round_cleanup_connected(rl_client *c, int argc, const char *const *argv, const size_t *lens) {
+    for (int i = 0; i < c->n; i++) {
+        rl_node *node = c->nodes[i];
+        /* No connection now: what reached the node before its last one
+         * went is left to expire by itself (see rl_round.h). */
+        if (!node->conn && !node->stale) continue;
+        rl_conn *conn = node->conn ? node->conn : stale_takes_cleanup(node) ? node->stale : NULL;
+        cleanup_on(c, node, conn, argc, argv, lens);
+    }
+}
+
 void rl_round_owe_broken(rl_client *c, const rl_round *r) {
     size_t bytes = 0; /* counted once a node needs it: not on every release */
     for (int i = 0; i < c->n; i++) {

@@ -77,6 +77,15 @@ int rl_round_sent(const rl_client *c, const rl_round *r);
  * without waiting for any reply. */
 void rl_round_cleanup(rl_client *c, const rl_round *r, int argc, const char *const *argv, const size_t *lens);
 
+/* A cleanup for every node with a connection (its live one, broken or
+ * not, or its stalled one), whatever the last round did, sent as
+ * rl_round_cleanup sends one: without waiting for any reply, kept until
+ * answered when it goes on a live connection, else owed to the next. For
+ * undoing what earlier rounds may have left on any node and what expires
+ * by itself on a node that has no connection now (a waiting writer's
+ * marker). */
+void rl_round_cleanup_connected(rl_client *c, int argc, const char *const *argv, const size_t *lens);
+
 /* The largest release kept by rl_round_owe_broken (its arguments' bytes). */
 #define RL_OWED_RELEASE_MAX 65536
 
