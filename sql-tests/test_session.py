@@ -298,6 +298,44 @@ def test_locks_expired_state():
     eq(lock_row(con, "long")["state"], "held", "the other lock")
 
 
+# RL_HELD_ENDED_MAX and RL_HELD_LOOK_EVERY, as the README documents them
+ENDED_MAX = 1000
+LOOK_EVERY = 64
+
+
+def test_locks_keeps_at_most_1000_ended_locks():
+    """A connection that takes names and lets them expire (a dedupe key per
+    message) forgets the oldest expired ones beyond 1,000, looking every 64
+    locks taken: after 3,000 expired and 64 more taken, the 1,000 taken
+    last are listed, and a forgotten name is one the connection holds
+    none of (release NULL, validity 0, extend NULL, fence NULL)."""
+    c = h.shared_cluster(1)
+    con = h.connect(env(c))
+    first = is_token(value(con, "SELECT redlock_acquire('msg:0', 200)"), "the first name's token")
+    eq(value(con, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2999) "
+                  "SELECT count(redlock_acquire('msg:' || i, 200)) FROM n"), 2999, "names taken")
+    h.wait_until(lambda: value(con, "SELECT count(*) FROM redlock_locks WHERE state = 'held'") == 0, 5,
+                 what="every name expired")
+    eq(value(con, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+                  "SELECT count(redlock_acquire('keep:' || i, 60000)) FROM n" % LOOK_EVERY), LOOK_EVERY,
+       "locks taken after they expired")
+    eq(value(con, "SELECT count(*) FROM redlock_locks WHERE state = 'held'"), LOOK_EVERY, "valid locks listed")
+    eq(value(con, "SELECT count(*) FROM redlock_locks WHERE state = 'expired'"), ENDED_MAX, "expired locks listed")
+    eq(value(con, "SELECT min(0 + substr(resource, 5)) || '-' || max(0 + substr(resource, 5)) FROM redlock_locks "
+                  "WHERE resource LIKE 'msg:%'"), "2000-2999", "the expired names still listed: those taken last")
+    eq(value(con, "SELECT lost FROM redlock_lock_stats WHERE resource = 'msg:0'"), 1,
+       "a forgotten name counted as lost")
+    eq(value(con, "SELECT redlock_release('msg:0')"), None, "release of a forgotten name")
+    eq(value(con, "SELECT redlock_validity('msg:0')"), 0, "validity of a forgotten name")
+    eq(value(con, "SELECT redlock_extend('msg:0', 1000)"), None, "extend of a forgotten name")
+    eq(value(con, "SELECT redlock_fence('msg:0')"), None, "fence of a forgotten name")
+    eq(value(con, "SELECT redlock_release('msg:0', ?)", first), 0, "release of a forgotten name by its token")
+    eq(value(con, "SELECT redlock_release('msg:2999')"), 0, "release of an expired name still listed")
+    eq(lock_row(con, "msg:2999"), None, "the released expired name's row")
+    is_token(value(con, "SELECT redlock_acquire('msg:0', 10000)"), "a forgotten name taken anew")
+    eq(value(con, "SELECT redlock_release_all()"), LOOK_EVERY + ENDED_MAX, "locks release_all gives back")
+
+
 def test_locks_read_only_and_directonly():
     c = h.shared_cluster(1)
     with tempfile.TemporaryDirectory() as d:
