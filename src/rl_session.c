@@ -46,6 +46,7 @@ void rl_session_check_fork(rl_session *s) {
     s->editing_nodes = 0;
     for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
     s->nheld = 0;
+    s->taken_since_look = 0;
     rl_nameindex_drop(&s->byname);
     rl_client_forget_after_fork(s->client);
 }
@@ -161,6 +162,63 @@ static void forget_at(rl_session *s, int i, int64_t now_us) {
 
 static void forget(rl_session *s, int i) {
     forget_at(s, i, rl_now_us());
+}
+
+/* A listed lock whose validity ended, and that nothing is about to
+ * change: no extend of the keeper's on its way. */
+static int ended(const rl_held *h, int64_t now_us) {
+    return left_ms_at(h, now_us) == 0 && h->inflight_until_us == 0 && h->next_extend_us != INT64_MAX;
+}
+
+typedef struct ended_entry {
+    int64_t acquired_us;
+    int i;
+} ended_entry;
+
+static int by_acquired(const void *a, const void *b) {
+    const ended_entry *x = a, *y = b;
+    if (x->acquired_us != y->acquired_us) return x->acquired_us < y->acquired_us ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int by_index_down(const void *a, const void *b) {
+    const ended_entry *x = a, *y = b;
+    return x->i > y->i ? -1 : x->i < y->i;
+}
+
+/* After taken locks were listed: every RL_HELD_LOOK_EVERY of them,
+ * forgets the ended locks taken first beyond RL_HELD_ENDED_MAX (see
+ * rl_session.h). A list no longer than that is not looked at: a session
+ * with fewer locks pays nothing. Without memory for the sort nothing is
+ * forgotten now; the next lock taken tries again. Caller holds s->mu. */
+static void forget_ended(rl_session *s, int taken) {
+    if (s->nheld <= RL_HELD_ENDED_MAX) return;
+    if (s->taken_since_look < RL_HELD_LOOK_EVERY) s->taken_since_look += taken;
+    if (s->taken_since_look < RL_HELD_LOOK_EVERY) return;
+    s->taken_since_look = 0;
+    int64_t now = rl_now_us();
+    int n = 0;
+    for (int i = 0; i < s->nheld; i++) n += ended(&s->held[i], now);
+    if (n <= RL_HELD_ENDED_MAX) return;
+    ended_entry *e = malloc((size_t)n * sizeof *e);
+    if (!e) {
+        s->taken_since_look = RL_HELD_LOOK_EVERY;
+        return;
+    }
+    int k = 0;
+    for (int i = 0; i < s->nheld && k < n; i++)
+        if (ended(&s->held[i], now)) e[k++] = (ended_entry){s->held[i].acquired_us, i};
+    qsort(e, (size_t)k, sizeof *e, by_acquired);
+    int drop = k - RL_HELD_ENDED_MAX;
+    /* From the highest position down: unlist moves the last entry into the
+     * hole, and the last is never one still to go. */
+    qsort(e, (size_t)drop, sizeof *e, by_index_down);
+    for (int j = 0; j < drop; j++) {
+        rl_held *h = &s->held[e[j].i];
+        if (!h->lost) rl_session_count_lost(s, h); /* not safely ours to the end, as a release of it says */
+        unlist(s, e[j].i);
+    }
+    free(e);
 }
 
 /* When the call that gave o ended: its own reading when it made one. */
@@ -337,6 +395,7 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
             h->count += h->lost_holds;
             forget(s, old);
         }
+        if (rc == 0) forget_ended(s, 1);
         pthread_mutex_unlock(&s->mu);
         if (rc != 0) {
             rl_outcome tmp;
@@ -630,6 +689,7 @@ rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const 
     /* A shared holder is adopted as one: extended with its limit's votes. */
     int rc = remember(s, res, reslen, tok, ttl_left, out, shared_k >= 0 ? RL_KIND_SHARED : RL_KIND_EXCLUSIVE,
                       shared_k >= 0 ? shared_k : 0, auto_extend);
+    if (rc == 0) forget_ended(s, 1);
     pthread_mutex_unlock(&s->mu);
     if (rc != 0) {
         /* Not ours to delete: it stays the token's, with its TTL. */
@@ -839,6 +899,8 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
         int failed = done < n || (auto_extend && rl_session_keeper_kick(s) != 0);
         if (failed)
             while (done-- > 0) forget(s, s->nheld - 1);
+        else
+            forget_ended(s, n);
         pthread_mutex_unlock(&s->mu);
         if (failed) {
             const char **toks = malloc((size_t)n * sizeof *toks);

@@ -30,6 +30,18 @@ enum { RL_KIND_EXCLUSIVE = 0, RL_KIND_SHARED = 1 };
  * for the round, past a 50 ms node timeout. */
 #define RL_KEEPER_BATCH_MAX 250
 
+/* The most locks whose validity ended (expired, or lost) a session keeps
+ * listed beside its valid ones. A program that takes names and lets them
+ * expire (a dedupe key per message) would otherwise keep every one for
+ * the life of the connection. Every RL_HELD_LOOK_EVERY locks taken, once
+ * it lists more than RL_HELD_ENDED_MAX, the session forgets the ended
+ * ones taken first beyond that many, as if released by hand but with
+ * nothing sent (their keys expire with their TTL): it then holds none on
+ * those names. Not those the keeper has an extend of on its way. A look
+ * scans the list, so it is not made at every lock taken. */
+#define RL_HELD_ENDED_MAX 1000
+#define RL_HELD_LOOK_EVERY 64
+
 typedef struct rl_held {
     char *res;               /* owned, reslen bytes (+ NUL) */
     int kind;                /* RL_KIND_*: how it was taken (rl_lock or rl_shared) */
@@ -76,6 +88,7 @@ typedef struct rl_session {
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
     int editing_nodes;  /* between rl_session_nodes_begin and _done */
     rl_lockstats stats; /* per name used (rl_stats.h) */
+    int taken_since_look; /* locks listed since ended ones were last looked for (RL_HELD_LOOK_EVERY) */
 } rl_session;
 
 /* A copy of the per-name statistics (*out, free with
@@ -201,7 +214,8 @@ int rl_session_release_all(rl_session *s);
 int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen);
 
 /* 1 when this session holds any lock, valid or not (lost and expired locks
- * stay in its list until released or acquired again), else 0. Takes s->mu. */
+ * stay in its list until released or acquired again, or forgotten beyond
+ * RL_HELD_ENDED_MAX), else 0. Takes s->mu. */
 int rl_session_holds_any(rl_session *s);
 
 /* Starts a change of the node list. A lock may only ever be counted on the
