@@ -95,8 +95,7 @@ static void result_failure(sqlite3_context *ctx, const char *what, const char *r
     default:
         redlock_result_error(ctx, "could not %s '%s': %s%s", what, NAME(res), o->msg,
                              ((redlock_state *)sqlite3_user_data(ctx))->default_nodes && o->status == RL_NO_QUORUM
-                                 ? " (REDLOCK_NODES was not set when the extension was loaded, so the default node "
-                                   "127.0.0.1:6379 is used: set REDLOCK_NODES or INSERT INTO redlock_nodes)"
+                                 ? REDLOCK_DEFAULT_NODES_HINT
                                  : "");
         break;
     }
@@ -262,6 +261,15 @@ static void fn_config(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         redlock_result_error(ctx, "%s cannot %s while this connection holds locks (even lost or expired ones: "
                                   "they were taken with the value in force now); release them first, e.g. SELECT "
                                   "redlock_release_all()", name, strcmp(name, "key_prefix") == 0 ? "change" : "lower the votes needed");
+        return;
+    }
+    /* The TLS settings are checked against the nodes with a password that
+     * take them; a ROLLBACK of an open change of redlock_nodes would bring
+     * back nodes (with their passwords) not checked against a new value. */
+    if (argc > 1 && strncmp(name, "tls_", 4) == 0 && rl_session_nodes_open(redlock_state_of(ctx)->session)) {
+        redlock_result_error(ctx, "%s cannot change while changes to redlock_nodes are not committed (a ROLLBACK "
+                                  "would bring back nodes that were not checked against it); COMMIT or ROLLBACK "
+                                  "first", name);
         return;
     }
     if (argc > 1) {

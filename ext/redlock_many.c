@@ -334,8 +334,7 @@ static void result_failure(sqlite3_context *ctx, const char *what, int n, const 
     default:
         redlock_result_error(ctx, "could not %s %d names: %s%s", what, n, o->msg,
                              ((redlock_state *)sqlite3_user_data(ctx))->default_nodes && o->status == RL_NO_QUORUM
-                                 ? " (REDLOCK_NODES was not set when the extension was loaded, so the default node "
-                                   "127.0.0.1:6379 is used: set REDLOCK_NODES or INSERT INTO redlock_nodes)"
+                                 ? REDLOCK_DEFAULT_NODES_HINT
                                  : "");
         break;
     }

@@ -3,12 +3,19 @@
  * password inside url read back masked; state and last_error show what the
  * last call saw of each node. Rows are copied at the start of a scan.
  *
- * A statement that writes the table is all or nothing: xBegin saves the node
- * list, xCommit drops the copy, xRollback puts it back. SQLite calls them
- * around every statement that writes the table in autocommit mode; inside
- * BEGIN ... COMMIT or a savepoint, writes are refused, so the list never
- * has to follow a transaction's partial rollbacks. Writes are refused too
- * while this connection holds any lock (rl_session_nodes_begin).
+ * Changes follow the transaction (rl_client_undo): xBegin, at the first
+ * write of the table in a transaction (in autocommit mode, of each
+ * statement that writes it), starts a change; a write changes the list at
+ * once, so the statements after it read their own writes; xCommit keeps
+ * it, xRollback puts the list back as it was at xBegin, and xSavepoint,
+ * xRelease and xRollbackTo do the same for savepoints and for the
+ * statement savepoints SQLite opens around a statement inside a
+ * transaction (so a failing statement changes nothing). From xBegin to
+ * the end of the transaction no lock can be taken (rl_session_nodes_begin),
+ * so no lock ever counts on a list that is not committed, and a change is
+ * refused while this connection holds any lock. Nothing is left to do at
+ * COMMIT: every row was checked (and its host resolved) when written, so
+ * there is no xSync.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_nodes.h"
 #include "redlock_vtab.h"
@@ -31,8 +38,7 @@ enum { COL_ID, COL_HOST, COL_PORT, COL_DB, COL_USERNAME, COL_PASSWORD, COL_TIMEO
 typedef struct nodes_vtab {
     redlock_vtab t;        /* first: the state and db */
     int in_write;          /* between xBegin and xCommit/xRollback */
-    rl_node_list saved;    /* the node list as it was at xBegin */
-    int saved_default;     /* st->default_nodes at xBegin */
+    rl_client_undo undo;   /* the lists to go back to, each with st->default_nodes as its tag */
 } nodes_vtab;
 
 typedef struct nodes_cursor {
@@ -46,8 +52,8 @@ static int nodes_connect(sqlite3 *db, void *aux, int argc, const char *const *ar
 
 static int nodes_disconnect(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
-    if (v->in_write) { /* not expected: SQLite ends every write first */
-        rl_client_nodes_free(&v->saved);
+    if (v->in_write) { /* not expected: SQLite ends the transaction first (xRollback at close) */
+        rl_client_undo_end(&v->undo, rl_session_client(v->t.st->session), 0, NULL);
         rl_session_nodes_done(v->t.st->session);
     }
     return redlock_vtab_disconnect(vt);
@@ -302,48 +308,61 @@ static int find_node(rl_client *cl, int64_t id, rl_endpoint *out) {
     return -1;
 }
 
-#define IN_TRANSACTION_MSG                                                                                       \
-    "redlock_nodes cannot be changed inside BEGIN ... COMMIT or a SAVEPOINT (a ROLLBACK would not undo "   \
-    "it); run the statement on its own, outside the transaction"
-
 static int nodes_begin(sqlite3_vtab *vt) {
     nodes_vtab *v = (nodes_vtab *)vt;
     rl_error err;
     rl_session_check_fork(v->t.st->session);
-    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
     if (v->in_write) return SQLITE_OK;
     if (rl_session_nodes_begin(v->t.st->session, &err) != 0) return redlock_vtab_error(vt, "%s", err.msg);
-    if (rl_client_nodes_save(rl_session_client(v->t.st->session), &v->saved) != 0) {
+    if (rl_client_undo_start(&v->undo) != 0) {
         rl_session_nodes_done(v->t.st->session);
         return SQLITE_NOMEM;
     }
-    v->saved_default = v->t.st->default_nodes;
     v->in_write = 1;
     return SQLITE_OK;
 }
 
-static int nodes_commit(sqlite3_vtab *vt) {
-    nodes_vtab *v = (nodes_vtab *)vt;
+/* Ends the change: kept (xCommit) or undone (xRollback). */
+static int end_change(nodes_vtab *v, int rollback) {
     if (!v->in_write) return SQLITE_OK;
-    rl_client_nodes_free(&v->saved);
+    int dflt = 0;
+    if (rl_client_undo_end(&v->undo, rl_session_client(v->t.st->session), rollback, &dflt))
+        v->t.st->default_nodes = dflt;
     v->in_write = 0;
     rl_session_nodes_done(v->t.st->session);
     return SQLITE_OK;
 }
 
-static int nodes_rollback(sqlite3_vtab *vt) {
+static int nodes_commit(sqlite3_vtab *vt) { return end_change((nodes_vtab *)vt, 0); }
+
+static int nodes_rollback(sqlite3_vtab *vt) { return end_change((nodes_vtab *)vt, 1); }
+
+static int nodes_savepoint(sqlite3_vtab *vt, int level) {
     nodes_vtab *v = (nodes_vtab *)vt;
     if (!v->in_write) return SQLITE_OK;
-    rl_client_nodes_restore(rl_session_client(v->t.st->session), &v->saved);
-    v->t.st->default_nodes = v->saved_default;
-    return nodes_commit(vt);
+    return rl_client_undo_mark(&v->undo, level) == 0 ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+static int nodes_release(sqlite3_vtab *vt, int level) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    if (v->in_write) rl_client_undo_release(&v->undo, level);
+    return SQLITE_OK;
+}
+
+static int nodes_rollback_to(sqlite3_vtab *vt, int level) {
+    nodes_vtab *v = (nodes_vtab *)vt;
+    rl_client *cl = rl_session_client(v->t.st->session);
+    int dflt = 0;
+    if (v->in_write && rl_client_undo_back_to(&v->undo, cl, level, &dflt))
+        v->t.st->default_nodes = dflt;
+    return SQLITE_OK;
 }
 
 /* Whether a statement that writes, other than the one running, is under
- * way on db (stepped, not reset). A second write would share the first
- * one's saved node list: undone, it would undo neither alone, and failing
- * half way, its rows would stay (SQLite tells a virtual table of no
- * statement's end but the transaction's). */
+ * way on db (stepped, not reset). Two writes stepped in turn would share
+ * one undo point: undoing either would undo the other's rows too, and in
+ * autocommit mode the first one's failing half way would keep its rows
+ * until the second ended. */
 static int other_write_under_way(sqlite3 *db) {
     int writers = 0;
     for (sqlite3_stmt *s = sqlite3_next_stmt(db, NULL); s; s = sqlite3_next_stmt(db, s))
@@ -356,16 +375,17 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     rl_session_check_fork(v->t.st->session);
     rl_client *cl = rl_session_client(v->t.st->session);
     rl_error err;
-    /* xBegin refuses both first; this holds even if SQLite did not call it. */
-    if (!sqlite3_get_autocommit(v->t.db)) return redlock_vtab_error(vt, "%s", IN_TRANSACTION_MSG);
-    if (!v->in_write) return redlock_vtab_error(vt, "internal: redlock_nodes written outside a statement");
+    if (!v->in_write) return redlock_vtab_error(vt, "internal: redlock_nodes written before xBegin");
     if (other_write_under_way(v->t.db))
         return redlock_vtab_error(vt, "another statement that writes is still under way on this connection (stepped "
                                       "but not finished); finish or reset it first, so that each change of "
                                       "redlock_nodes is all or nothing");
-    v->t.st->default_nodes = 0;
+    /* The list as it is goes to the undo point first: a ROLLBACK (TO) puts it back. */
+    if (rl_client_undo_before_change(&v->undo, cl, v->t.st->default_nodes) != 0)
+        return SQLITE_NOMEM;
     if (argc == 1) { /* DELETE */
         rl_client_remove_node(cl, sqlite3_value_int64(argv[0]));
+        v->t.st->default_nodes = 0;
         return SQLITE_OK;
     }
     sqlite3_value **cols = argv + 2;
@@ -383,6 +403,7 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
         rl_endpoint_clear(&ep);
         if (nid < 0) return redlock_vtab_error(vt, "%s", err.msg);
         *rowid = nid;
+        v->t.st->default_nodes = 0;
         return SQLITE_OK;
     }
     /* UPDATE */
@@ -395,6 +416,7 @@ static int nodes_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite
     int rc = row_endpoint(vt, cols, &old, &ep);
     if (rc == SQLITE_OK) {
         if (rl_client_update_node(cl, id, &ep, &err) != 0) rc = redlock_vtab_error(vt, "%s", err.msg);
+        else v->t.st->default_nodes = 0;
         rl_endpoint_clear(&ep);
     }
     rl_endpoint_clear(&old);
@@ -419,6 +441,9 @@ static sqlite3_module nodes_module = {
     .xBegin = nodes_begin,
     .xCommit = nodes_commit,
     .xRollback = nodes_rollback,
+    .xSavepoint = nodes_savepoint,
+    .xRelease = nodes_release,
+    .xRollbackTo = nodes_rollback_to,
 };
 
 int redlock_register_nodes_table(sqlite3 *db, redlock_state *st) {

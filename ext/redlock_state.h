@@ -19,6 +19,16 @@ typedef struct redlock_state {
                            REDLOCK_NODES being unset */
 } redlock_state;
 
+/* Added to a "too few nodes answered" error while the default node is all
+ * there is: where nodes come from, and the way of setting them that works
+ * in every host (Python's sqlite3 opens a transaction before the INSERT by
+ * itself, so the change counts once it is committed). */
+#define REDLOCK_DEFAULT_NODES_HINT                                                         \
+    " (REDLOCK_NODES was not set when the extension was loaded, so the default node "       \
+    "127.0.0.1:6379 is used: set REDLOCK_NODES, or DELETE FROM redlock_nodes and INSERT "   \
+    "INTO redlock_nodes(url) VALUES ('redis://HOST:6379'), then COMMIT if a transaction "   \
+    "is open (from Python: con.commit()) before taking a lock)"
+
 /* A new state with a new session, one reference held by the caller; NULL
  * on OOM. */
 redlock_state *redlock_state_new(void);

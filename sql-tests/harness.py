@@ -619,16 +619,18 @@ def _test_config(config, defaults):
     return dict(_default_config, **config)
 
 
-def connect(nodes, database=":memory:", defaults=False, **config):
+def connect(nodes, database=":memory:", defaults=False, python_default=False, **config):
     """A /usr/bin/python3 sqlite3 connection (autocommit, usable from other
     threads) with the extension loaded. REDLOCK_NODES is set from `nodes`
     (None: unset, so the extension uses its default) while loading; each
     keyword is applied with SELECT redlock_config(name, value), after those
-    of default_config() unless defaults=True."""
+    of default_config() unless defaults=True. python_default: the module's
+    own default mode instead of autocommit (it opens a transaction before
+    each INSERT, UPDATE and DELETE, until commit() or rollback())."""
     require_extension()
     config = _test_config(config, defaults)
-    con = sqlite3.connect(database, isolation_level=None, check_same_thread=False,
-                          timeout=10)
+    mode = {} if python_default else {"isolation_level": None}
+    con = sqlite3.connect(database, check_same_thread=False, timeout=10, **mode)
     con.enable_load_extension(True)
     env = nodes_env_of(nodes)
     with _env_lock:

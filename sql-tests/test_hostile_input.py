@@ -8,7 +8,8 @@ where they must not, and node-list changes while locks are held.
 * Error text is valid UTF-8 without control characters: names cut inside
   a multi-byte character, terminal escapes echoed by a server.
 * Statements on redlock_nodes are atomic (a failing statement changes
-  nothing); writes inside BEGIN ... COMMIT or a savepoint are refused.
+  nothing); writes inside BEGIN ... COMMIT or a savepoint follow the
+  transaction (test_nodes_txn).
 * redlock_nodes cannot change while this connection holds a lock (nor can
   unsafe_test_quorum), so no lock is ever counted on other nodes.
 * Smaller: node id 2^63-1, NUL in settings, redlock_fence of an expired
@@ -255,22 +256,6 @@ def test_failing_delete_then_insert_changes_nothing():
     eq(ports(con), before, "nodes after an INSERT ... SELECT that failed")
     con.execute("INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7003), ('127.0.0.1', 7004)")
     eq(len(ports(con)), 4, "a good two-row INSERT adds both")
-
-
-def test_writes_inside_transaction_refused():
-    con = h.connect("redis://127.0.0.1:7001,redis://127.0.0.1:7002")
-    before = ports(con)
-    for begin in ("BEGIN", "SAVEPOINT sp"):
-        con.execute(begin)
-        for sql in ("DELETE FROM redlock_nodes WHERE id = 1",
-                    "INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 7005)",
-                    "UPDATE redlock_nodes SET port = 7006 WHERE id = 2"):
-            redlock_error(con, sql, contains=("BEGIN", "COMMIT"), what="%s inside %s" % (sql, begin))
-        eq(len(node_rows(con)), 2, "reading inside %s still works" % begin)
-        con.execute("ROLLBACK")
-        eq(ports(con), before, "nodes after ROLLBACK (%s)" % begin)
-    con.execute("DELETE FROM redlock_nodes WHERE id = 1")
-    eq([i for i, _ in ports(con)], [2], "outside a transaction the DELETE works")
 
 
 # --------------------------------------------------------------------------

@@ -217,6 +217,53 @@ void rl_client_nodes_restore(rl_client *c, rl_node_list *list);
 /* Frees a saved list (a zeroed one is fine). */
 void rl_client_nodes_free(rl_node_list *list);
 
+/* The points a change of the node list can be undone to (rl_client_undo.c):
+ * its start (level -1) and each savepoint opened inside it (levels 0, 1,
+ * ..., as the host numbers them, lowest first). A point's copy of the list
+ * is made only when the list first changes after it; a point without one
+ * stands for the same list as the point above it (or, the top one, as the
+ * list now). tag is an int the caller keeps with each copy. */
+typedef struct rl_undo_point {
+    int level;
+    int saved;          /* list and tag hold the list as it was at this point */
+    rl_node_list list;
+    int tag;
+} rl_undo_point;
+
+typedef struct rl_client_undo {
+    rl_undo_point *p;
+    int n, cap;
+    int broken;         /* a savepoint could not be recorded: no more changes */
+} rl_client_undo;
+
+/* Starts a change: one point, its start. Returns 0, -1 on OOM. */
+int rl_client_undo_start(rl_client_undo *u);
+
+/* A savepoint at level opened (points at that level or above are first
+ * merged away, as by rl_client_undo_release). Returns 0, or -1 on OOM: then
+ * rl_client_undo_before_change refuses every change until the end. */
+int rl_client_undo_mark(rl_client_undo *u, int level);
+
+/* To be called before each change of c's list: saves the list (and tag)
+ * into the top point if it has no copy yet. Returns 0, -1 on OOM (or after
+ * a failed mark): then the change must not be made. */
+int rl_client_undo_before_change(rl_client_undo *u, rl_client *c, int tag);
+
+/* The savepoint at level and those above it end, their changes kept: the
+ * point below takes over their oldest copy if it has none. */
+void rl_client_undo_release(rl_client_undo *u, int level);
+
+/* Puts c's list back as it was when the savepoint at level opened (level
+ * -1: the start), which stays open; the points above it go. Returns 1 with
+ * *tag set when the list was changed back, 0 when it had not changed.
+ * Cannot fail. */
+int rl_client_undo_back_to(rl_client_undo *u, rl_client *c, int level, int *tag);
+
+/* Ends the change: with rollback, c's list is put back as it was at the
+ * start (return and *tag as for rl_client_undo_back_to); else the list
+ * stays as it is. Frees every point; u is then zeroed. */
+int rl_client_undo_end(rl_client_undo *u, rl_client *c, int rollback, int *tag);
+
 /* Copies what a reader of the node list sees of node index i. */
 typedef struct rl_node_view {
     int64_t id;

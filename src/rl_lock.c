@@ -108,8 +108,7 @@ rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out) {
     out->nodes = c->n;
     out->quorum = rl_client_quorum(c);
     if (c->n == 0)
-        return finish(out, RL_MISUSE,
-                      "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
+        return finish(out, RL_MISUSE, RL_LOCK_NO_NODES_MSG);
     if (out->quorum > c->n)
         return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
     return RL_OK;
@@ -805,8 +804,7 @@ rl_status rl_lock_extend_many(rl_client *c, rl_extend_item *items, int n, uint64
     signed char *answers = malloc((c->n > 0 ? (size_t)c->n : 1) * (size_t)n);
     char *keyblock = NULL, nkeys_text[16];
     if (c->n == 0) {
-        st = items_fail(items, n, RL_MISUSE, "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) "
-                                            "VALUES ('127.0.0.1', 6379)");
+        st = items_fail(items, n, RL_MISUSE, RL_LOCK_NO_NODES_MSG);
     } else if (quorum > c->n) {
         st = items_fail(items, n, RL_MISUSE, "unsafe_test_quorum is larger than the number of nodes configured; lower it");
     } else if (!argv || !lens || !ttls || !votes || !answers ||

@@ -22,6 +22,14 @@ struct rl_round;
 #define RL_TOKEN_ARG_MAX 1024        /* bytes of a token argument: far above RL_TOKEN_LEN, so a
                                         token from a future version still reaches the nodes */
 
+/* Why a call needs nodes, and how to give one that counts (a change made
+ * in a transaction, which Python's sqlite3 opens by itself before an
+ * INSERT, counts once committed). */
+#define RL_LOCK_NO_NODES_MSG                                                                \
+    "no Redis nodes configured; add one with INSERT INTO redlock_nodes(url) VALUES "        \
+    "('redis://127.0.0.1:6379'), then COMMIT if a transaction is open (from Python: "       \
+    "con.commit())"
+
 typedef enum {
     RL_OK = 0,     /* done on a quorum */
     RL_REFUSED,    /* a quorum answered, but no: held elsewhere / not ours / expired */

@@ -296,15 +296,22 @@ static rl_status take(rl_session *s, int kind, const char *res, size_t reslen, i
 static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                               int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
-/* While the node list is being changed no lock may start (it could be
- * counted on nodes it was not taken on): 1 with s->mu released and out set
- * to RL_MISUSE; else 0 with s->mu still held. */
+/* Why no lock may start now (see refused_while_editing): what, and what to do. */
+#define RL_SESSION_EDITING_MSG                                                             \
+    "no lock can be %s while changes to redlock_nodes are not committed (a ROLLBACK could "  \
+    "still take its nodes away): COMMIT them first (from Python: con.commit()), then %s it " \
+    "in a statement of its own"
+
+/* While a change of the node list is open (until the statement that makes
+ * it ends, or the transaction it is made in) no lock may start: it could be
+ * counted on nodes it was not taken on, or that a ROLLBACK takes away. 1
+ * with s->mu released and out set to RL_MISUSE; else 0 with s->mu still
+ * held. */
 static int refused_while_editing(rl_session *s, rl_outcome *out, const char *done, const char *todo) {
     if (!s->editing_nodes) return 0;
     pthread_mutex_unlock(&s->mu);
     out->status = RL_MISUSE;
-    snprintf(out->msg, sizeof out->msg,
-             "no lock can be %s in the statement that changes redlock_nodes; %s it in a statement of its own", done, todo);
+    snprintf(out->msg, sizeof out->msg, RL_SESSION_EDITING_MSG, done, todo);
     return 1;
 }
 
@@ -814,6 +821,13 @@ void rl_session_nodes_done(rl_session *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+int rl_session_nodes_open(rl_session *s) {
+    pthread_mutex_lock(&s->mu);
+    int open = s->editing_nodes;
+    pthread_mutex_unlock(&s->mu);
+    return open;
+}
+
 int rl_session_snapshot(rl_session *s, rl_held **out) {
     pthread_mutex_lock(&s->mu);
     int n = s->nheld;
@@ -864,8 +878,7 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
         pthread_mutex_unlock(&s->mu);
         free(fences);
         out->status = RL_MISUSE;
-        snprintf(out->msg, sizeof out->msg, "no lock can be taken in the statement that changes redlock_nodes; "
-                                            "take it in a statement of its own");
+        snprintf(out->msg, sizeof out->msg, RL_SESSION_EDITING_MSG, "taken", "take");
         return RL_MISUSE;
     }
     /* Not re-entrant: a set is taken whole on the nodes or not at all, and a

@@ -227,6 +227,10 @@ int rl_session_nodes_begin(rl_session *s, rl_error *err);
 /* Ends what rl_session_nodes_begin started. Takes s->mu. */
 void rl_session_nodes_done(rl_session *s);
 
+/* 1 while a change of the node list is open (between rl_session_nodes_begin
+ * and _done), else 0. Takes s->mu. */
+int rl_session_nodes_open(rl_session *s);
+
 /* Copies the held locks into a new array (*out, count returned; -1 on OOM),
  * each with its validity_ms as rl_session_validity would say it now; free
  * it with rl_session_snapshot_free. */

@@ -84,8 +84,7 @@ static rl_status check_args(const rl_client *c, const char *res, size_t reslen, 
         return finish(out, RL_MISUSE, "max_holders must be a whole number from 1 to %d, or 0 for no limit",
                       RL_SHARED_MAX_HOLDERS);
     if (c->n == 0)
-        return finish(out, RL_MISUSE,
-                      "no Redis nodes configured; add one with INSERT INTO redlock_nodes(host, port) VALUES ('127.0.0.1', 6379)");
+        return finish(out, RL_MISUSE, RL_LOCK_NO_NODES_MSG);
     if (out->quorum > c->n)
         return finish(out, RL_MISUSE, "unsafe_test_quorum %d is larger than the %d nodes configured", out->quorum, c->n);
     if (rl_lock_check_resource(c, res, reslen, out) != RL_OK) return out->status;
