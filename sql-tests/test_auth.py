@@ -20,6 +20,9 @@ WRONG_PW = "Wr0ng-Pa55-word"
 SECRETS = (PW, DEFAULT_PW, ALICE_PW, WRONG_PW)
 MASK = "********"
 SLOW = 2000   # per-node timeout: timing is not under test here (the sanitizer run is slow)
+# what the errors say about where the credentials go
+NOAUTH_HINT = ("NOAUTH", "needs a password", "redis://:PASSWORD@host:port", "password column")
+WRONGPASS_HINT = ("WRONGPASS", "redis://USER:PASSWORD@host:port", "password columns")
 
 
 def pw_node():
@@ -267,7 +270,7 @@ def _wrong(node, node_url, resource, expect, key_dbs=(0,)):
 
 def test_wrong_password_requirepass():
     n = pw_node()
-    _wrong(n, url(n, password=WRONG_PW), "auth-g", ("AUTH failed", "WRONGPASS"))
+    _wrong(n, url(n, password=WRONG_PW), "auth-g", ("AUTH failed",) + WRONGPASS_HINT)
 
 
 def test_wrong_password_acl_user():
@@ -298,9 +301,48 @@ def test_wrong_password_first_command_long():
     eq(keys_in(n, 0), [], "no key left")
 
 
-def test_missing_password():
+def test_missing_password_is_a_refusal():
+    """No password given to a requirepass server: the node is refused (not
+    up), and both last_error and the acquire error say where the password
+    goes, on the first call and on the next (late replies keep it); the
+    ping agrees; once the password is given, the node is up."""
     n = pw_node()
-    _wrong(n, url(n), "auth-j", ("NOAUTH",))
+    con = h.connect(url(n), timeout_ms=SLOW)
+    for what in ("first acquire", "second acquire"):
+        msg = acquire_error(con, "auth-j")
+        for e in ("redlock: ", "node 1 127.0.0.1:%d" % n.port) + NOAUTH_HINT:
+            check(e in msg, "the %s error should mention %r: %r" % (what, e, msg))
+        check("the rest is not shown" not in msg, "the %s error gives the reason itself: %r" % (what, msg))
+        h.settle(con)
+        row = no_secret_in_table(con)[0]
+        eq(row["state"], "refused", "state after the %s" % what)
+        for e in NOAUTH_HINT:
+            check(e in (row["last_error"] or ""), "last_error after the %s should mention %r: %r"
+                  % (what, e, row["last_error"]))
+    eq(keys_in(n, 0), [], "no key")
+    eq(value(con, "SELECT redlock_ping()"), 0, "redlock_ping() counts the refused node as not answering")
+    eq(node_rows(con)[0]["state"], "refused", "state after the ping")
+    con.execute("UPDATE redlock_nodes SET password = ?", (PW,))
+    eq(value(con, "SELECT redlock_ping()"), 1, "answering once the password is given")
+    tok = is_token(value(con, "SELECT redlock_acquire('auth-j', 10000)"), "acquire with the password")
+    eq(node_rows(con)[0]["state"], "up", "state with the password")
+    eq(get_in(n, 0, "auth-j"), tok, "the key")
+    value(con, "SELECT redlock_release_all()")
+
+
+def test_ping_agrees_with_the_state_of_refused_nodes():
+    """redlock_ping() counts what state calls answering: not a node that
+    wants a password it did not get, nor one whose AUTH or SELECT failed
+    (even where the open default user answers PING)."""
+    good, noauth, wrong = pw_node(), pw_node(), pw_node()
+    open_node = h.RedisNode()
+    con = h.connect([url(good, password=PW), url(noauth), url(wrong, password=WRONG_PW),
+                     url(open_node, db=99)], timeout_ms=SLOW)
+    eq(value(con, "SELECT redlock_ping()"), 1, "one node answers as configured")
+    states = [r["state"] for r in no_secret_in_table(con)]
+    eq(states, ["up", "refused", "refused", "refused"], "states after the ping")
+    eq(value(con, "SELECT redlock_ping()"), 1, "a second ping")
+    eq(value(con, "SELECT count(*) FROM redlock_nodes WHERE state = 'up'"), 1, "nodes up")
 
 
 def test_wrong_password_where_default_user_is_open():

@@ -278,13 +278,46 @@ static void server_said(rl_node *node, const char *what, const char *text, size_
         rl_text_from_server(node->last_error + k, sizeof node->last_error - (size_t)k, text, len, &sec);
 }
 
+/* Whether error reply r starts with code (a whole word). */
+static int error_code_is(const rl_reply *r, const char *code) {
+    size_t n = strlen(code);
+    return r && r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, code, n) == 0 &&
+           (r->len == n || r->str[n] == ' ');
+}
+
+/* AUTH's error answer into last_error; for a wrong password or user name,
+ * where the right ones go. */
+static void auth_refused(rl_node *node, const rl_reply *r) {
+    if (!error_code_is(r, "WRONGPASS")) {
+        server_said(node, "AUTH failed: ", r->str, r->len);
+        return;
+    }
+    char said[96]; /* Redis says 61 bytes; the hint must fit after it */
+    rl_secrets sec = rl_node_secrets(node, NULL, 0);
+    rl_text_from_server(said, sizeof said, r->str, r->len, &sec);
+    snprintf(node->last_error, sizeof node->last_error,
+             "AUTH failed: %s (give the right user name and password: redis://USER:PASSWORD@host:port in "
+             "the url, or the username and password columns)", said);
+}
+
+int rl_node_on_noauth(rl_node *node, const rl_reply *r) {
+    if (!error_code_is(r, "NOAUTH")) return 0;
+    if (node->auth_failed) return 1; /* AUTH's or SELECT's own answer stays the reason */
+    node->auth_failed = 1;
+    snprintf(node->last_error, sizeof node->last_error,
+             "NOAUTH: the server needs a password and none was given; give it in the url "
+             "(redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL user) or in the "
+             "password column");
+    return 1;
+}
+
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r) {
     int is_err = r->type == REDIS_REPLY_ERROR;
     char what[64];
     switch (kind) {
     case RL_K_AUTH:
         node->auth_failed = is_err;
-        if (is_err) server_said(node, "AUTH failed: ", r->str, r->len);
+        if (is_err) auth_refused(node, r);
         break;
     case RL_K_SELECT:
         /* A failed SELECT leaves the connection on database 0;

@@ -54,6 +54,12 @@ void rl_node_owed_answered(rl_node *node, uint32_t id, int failed);
 /* Marks node up after a timely reply. */
 void rl_node_mark_up(rl_client *c, rl_node *node);
 
+/* Whether reply r (to any command) is NOAUTH: the server needs a password
+ * and this connection gave none. node is then refused as if its AUTH had
+ * failed (no answer of this connection counts), and last_error says where
+ * the password goes, unless a failed AUTH or SELECT said why first. */
+int rl_node_on_noauth(rl_node *node, const rl_reply *r);
+
 /* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
 

@@ -202,6 +202,7 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
                      int64_t now) {
     rl_node *node = c->nodes[i];
     rl_node_mark_up(c, node);
+    rl_node_on_noauth(node, rep); /* refused from now on, this reply included */
     if (!RL_KIND_IS_SETUP(tag->kind) && tag->sent_us) rl_stats_latency(&node->stats, now - tag->sent_us);
     if (RL_KIND_IS_SETUP(tag->kind)) {
         rl_node_on_setup_reply(c, node, tag->kind, rep);
@@ -236,8 +237,11 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     rl_secrets sec = rl_node_secrets(node, r->secret, r->secretlen);
     sec.withhold = r->withhold;
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
-    if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it */
-        if (state == RL_V_FAIL && !node->auth_failed) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+    if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it... */
+        /* ...but a refused node (AUTH or SELECT failed, NOAUTH) does not
+         * answer as the user and database it is configured with. */
+        if (node->auth_failed) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
+        else if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
         set_vote(r, v, state, why);
         return;
     }
