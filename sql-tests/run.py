@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Runs the redlock SQL tests.
 
-    /usr/bin/python3 sql-tests/run.py [--timeout S] [-j N] [--times[=N]] [-v] [FILTER ...]
+    /usr/bin/python3 sql-tests/run.py [--timeout S] [-j N] [--times[=N]] [-v]
+                                      [--from FILE] [FILTER ...]
 
 Discovers sql-tests/test_*.py and runs every function named test_* in it,
 each module in its own process group (so that every redis-server, sqlite3
@@ -14,7 +15,13 @@ the N (15) slowest modules (wall time) and tests. A test
 that runs longer than its timeout has its stack dumped and is reported as
 failed; the module's remaining tests continue in a fresh process.
 
-FILTER: run only tests whose name "module.test" contains one of the strings.
+FILTER: run only tests whose name "module.test" contains one of the strings;
+a FILTER with *, ? or [ is a shell pattern the whole name must match
+(test_contract.*_1n); a FILTER that starts with ! leaves out the tests it
+matches ('!*_3n'). --from FILE: more filters, one a line (# comments); a
+line of FILE (other than a ! line) that selects no test fails the run, so
+a renamed test cannot silently drop out of a list (sql-tests/check.txt,
+`make check`). Modules that no filter can select are not started.
 Prints "PASS name" or "FAIL name: reason" per test, then "N passed, N failed".
 A test that cannot run here (say, it needs root) raises unittest.SkipTest and
 shows as "SKIP name: reason"; the closing line then adds ", N skipped".
@@ -23,6 +30,7 @@ Exit status 1 if anything failed.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import faulthandler
+import fnmatch
 import importlib.util
 import json
 import os
@@ -41,6 +49,40 @@ REPO = os.path.dirname(HERE)
 PYTHON = "/usr/bin/python3"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_JOBS = 2
+
+
+def _is_pattern(f):
+    return any(c in f for c in "*?[")
+
+
+def matches(f, full):
+    """Does filter f (without its !) match the test "module.test"?"""
+    return fnmatch.fnmatchcase(full, f) if _is_pattern(f) else f in full
+
+
+def selected(filters, full):
+    """Some filter selects the test (or there is none to select) and no
+    ! filter leaves it out."""
+    take = [f for f in filters if not f.startswith("!")]
+    if take and not any(matches(f, full) for f in take):
+        return False
+    return not any(matches(f[1:], full) for f in filters if f.startswith("!"))
+
+
+def may_match(f, modname):
+    """Can filter f select a test of module modname? Test names hold no
+    dot, so the part of f before its first dot belongs to the module's
+    name: the whole of it (a pattern) or its end (a substring)."""
+    if f.startswith("!") or "." not in f:
+        return True
+    head = f.split(".", 1)[0]
+    return fnmatch.fnmatchcase(modname, head) if _is_pattern(f) else modname.endswith(head)
+
+
+def read_filters(path):
+    with open(path, encoding="utf-8") as fh:
+        lines = (line.split("#", 1)[0].strip() for line in fh)
+        return [line for line in lines if line]
 
 
 # --------------------------------------------------------------------------
@@ -70,7 +112,7 @@ def _child(module_path, filters, skip, timeout, fd, dumpfile):
     for name, obj in list(vars(mod).items()):
         if name.startswith("test_") and callable(obj):
             full = "%s.%s" % (modname, name)
-            if filters and not any(f in full for f in filters):
+            if not selected(filters, full):
                 continue
             if full in skip:
                 continue
@@ -122,9 +164,14 @@ class Results:
         self.verbose = verbose
         self.tests = []              # (seconds, name) of every test that ended
         self.modules = []            # (seconds, name) of every module
+        self.names = set()           # every test a module listed to run
         self._lock = threading.Lock()
         self._sinks = []
         self._head = 0               # index of the first sink not yet complete
+
+    def listed(self, names):
+        with self._lock:
+            self.names.update(names)
 
     def sink(self):
         with self._lock:
@@ -160,6 +207,9 @@ class Sink:
                 r.tests.append(timed)
             self.lines.extend(lines)
             r._flush()
+
+    def listed(self, names):
+        self.res.listed(names)
 
     def close(self, name=None, seconds=None):
         r = self.res
@@ -272,6 +322,7 @@ def run_module(path, filters, timeout, res, tmpdir, ports=None):
                 ev = m.get("event")
                 if ev == "list":
                     listed = m["tests"]
+                    res.listed(listed)
                 elif ev == "import_error":
                     res.fail(name, "cannot import module", m["error"])
                 elif ev == "start":
@@ -349,6 +400,7 @@ def main(argv):
     times = 0
     jobs = int(os.environ.get("REDLOCK_TEST_JOBS", DEFAULT_JOBS))
     filters = []
+    listed = []          # the filters of --from FILE, each must select a test
     it = iter(argv[1:])
     for a in it:
         if a == "--timeout":
@@ -365,15 +417,24 @@ def main(argv):
             times = int(a.split("=", 1)[1])
         elif a in ("-v", "--verbose"):
             verbose = True
+        elif a == "--from" or a.startswith("--from="):
+            path = next(it) if a == "--from" else a.split("=", 1)[1]
+            listed += read_filters(path)
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
         else:
             filters.append(a)
+    filters += listed
+    take = [f for f in filters if not f.startswith("!")]
     res = Results(verbose)
     t0 = time.monotonic()
     modules = sorted(os.path.join(HERE, f) for f in os.listdir(HERE)
-                     if f.startswith("test_") and f.endswith(".py"))
+                     if f.startswith("test_") and f.endswith(".py")
+                     and (not take or any(may_match(x, f[:-3]) for x in take)))
+    if not modules:
+        print("no test module matches %s" % " ".join(filters))
+        return 1
     signal.signal(signal.SIGTERM, _on_term)
     jobs = max(1, min(jobs, len(modules)))
     ranges = _port_ranges(jobs)
@@ -419,10 +480,15 @@ def main(argv):
         stop.set()
         for pgid in list(_children):
             _kill_group(pgid)
-    if not filters or any(f in "make unit" for f in filters):
+    if (not take or any(f in "make unit" for f in take)) and selected(filters, "make unit"):
         sink = res.sink()
         run_unit(sink)
         sink.close()
+    for f in listed:
+        if not f.startswith("!") and not any(matches(f, n) for n in res.names):
+            sink = res.sink()
+            sink.fail("--from", "%r selects no test (renamed or removed?)" % f)
+            sink.close()
     if verbose:
         print("(%.1fs)" % (time.monotonic() - t0))
     if times:
