@@ -6,7 +6,9 @@ key holding the token: other clients see it locked, redlock_release(name)
 and redlock_extend work on it alone, redlock_locks lists it, and it has its
 own fencing number. Checked in Redis itself, on 1 and 3 nodes, from Python
 and the sqlite3 shell, with another client holding one of the names, with
-leftovers of a crashed attempt, and with a minority and a majority down.
+leftovers of a crashed attempt, and with a minority and a majority down;
+a text with a NUL byte refused, and a waiting acquire_many not starved by
+a stream of shared holders (both found by review).
 
 Run: /usr/bin/python3 sql-tests/run.py test_many
 """
@@ -471,6 +473,27 @@ def test_names_read_alike_plain_or_escaped_1n():
         no_key(c, k, "nothing taken by the refused calls")
 
 
+def test_raw_nul_in_resources_json_is_refused_3n():
+    """A resources_json text with a NUL byte in it (possible when a program
+    binds text with an explicit length) was read by SQLite's JSON functions
+    only up to the NUL: acquire_many took the names before it, returned a
+    token, and silently left out the names after it, so the caller believed
+    it held names it did not. Such a text must be refused, like a name with
+    a NUL in redlock_acquire, and nothing may be set on any node."""
+    c = h.shared_cluster(3)
+    con = h.connect(env(c))
+    text = '["rnul:a"]\x00["rnul:b"]'
+    h.redlock_error(con, "SELECT redlock_acquire_many(?, 10000)", text, contains=("NUL",))
+    eq(value(con, "SELECT count(*) FROM redlock_locks"), 0, "no name listed after the refusal")
+    h.settle(con)
+    for k in ("rnul:a", "rnul:b"):
+        no_key(c, k, "nothing taken by the refused call")
+    # release_many reads its list the same way: the names after the NUL
+    # must not be skipped without a word either
+    h.redlock_error(con, "SELECT redlock_release_many(?)", text, contains=("NUL",))
+    h.redlock_error(con, "SELECT redlock_release_many(?, ?)", text, "0" * 32, contains=("NUL",))
+
+
 def test_a_table_named_json_each_does_not_change_the_names_1n():
     """A set with escapes (or one to refuse) was read through json_each,
     which any table of that name in a database the connection has open
@@ -720,6 +743,19 @@ def test_interrupt_ends_wait_3n():
     for k in ("i:a", "i:c"):
         no_key(c, k, "nothing of the set left", settle_cons=(con,))
     holds(c, "i:b", htok, 60000, "the holder's key untouched")
+
+
+def test_waiting_acquire_many_not_starved_by_shared_holders_3n():
+    """Shared workers overlap without a gap (one always holds the name); an
+    acquire_many of that name and another, waiting 8 s, must still get in,
+    and while it holds them no shared holder is in. A waiting acquire_many
+    used to leave no writer-waiting marker, as redlock_acquire does, so a
+    stream of overlapping shared holders kept it out for as long as the
+    stream lasted."""
+    names = json.dumps(["stm:a", "stm:b"])
+    h.check_not_starved_by_shared(
+        env(h.shared_cluster(3)), "stm:a", lambda x: value(x, "SELECT redlock_acquire_many(?, 5000, 8000)", names),
+        lambda x: eq(value(x, "SELECT redlock_release_many(?)", names), 2, "release"), "acquire_many")
 
 def test_release_many_for_a_user_without_pubsub_1n():
     """A user allowed PUBLISH but not PUBSUB (an ACL some services hand
