@@ -1429,6 +1429,15 @@ def report(line):
             f.write(line + "\n")
 
 
+def attempt(con, sql, *params):
+    """The value of sql, or the exception it raised (an error is an answer
+    for a test that asks whether a call got a lock)."""
+    try:
+        return value(con, sql, *params)
+    except Exception as e:
+        return e
+
+
 def check_not_starved_by_shared(nodes, name, take, give_back, what):
     """Three shared workers hold `name` in overlapping turns, so one always
     holds it. take(con), a waiting acquire that excludes shared holders, must

@@ -3,6 +3,9 @@ extended in the background at about a third of its TTL, so one statement
 running many TTLs keeps it; the extension stops when the lock is released
 or the connection closes, never re-creates a lock, and marks the lock lost
 when an extension fails. From /usr/bin/python3 and from the sqlite3 shell.
+Races a review found: a user's extend racing the keeper never reports more
+validity than the key has; a keeper's extend answered too late never cuts
+the keys back; after an unanswered extend the keeper renews in time.
 
 Run: /usr/bin/python3 sql-tests/run.py test_autoextend
  or: /usr/bin/python3 sql-tests/test_autoextend.py   (prints the evidence)
@@ -17,12 +20,14 @@ import threading
 import time
 
 import harness as h
-from harness import check, eq, holds, is_token, no_key, value
+from faultproxy import FaultProxy
+from harness import check, eq, holds, is_token, no_key, report, value
 from harness import (lock_row, lock_rows, note, probe, redis_writes, run_directly as _run_directly, sh, spin_until,
                      timeout_env as env)
 
 TTL = 300          # ms: the lock TTL of these tests
 LONG = 2500        # ms: the long statement (> 8 TTLs)
+ROUNDS = 1000      # user extends racing the keeper (the old engine failed in about 1 of 200)
 
 
 def _sleep_until(t):
@@ -395,6 +400,99 @@ def test_autoextend_crashed_shell_lock_expires():
     note("kill -9 of a shell auto-extending a %d ms lock: key gone %.0f ms later" % (TTL, gone))
     is_token(h.connect(env(c)).execute("SELECT redlock_acquire('crash', 1000)").fetchone()[0],
              "another process after the crashed holder's lock expired")
+
+
+def test_user_extend_racing_keeper_never_overstates_validity():
+    """Hole 5: a user's redlock_extend racing the auto-extension thread could
+    leave the connection reporting the validity of the extend whose PEXPIRE
+    reached the node first (whichever of the two wrote its result last won).
+    With a 30 ms TTL the keeper extends every 10 ms, so the user's 3000 ms
+    extend keeps meeting one of its 30 ms extensions. Whatever the
+    interleaving, what the connection reports must not outlive the key: the
+    reported validity is at most the key's remaining life on the node (PTTL,
+    read afterwards; 1 s of slack for the reads themselves)."""
+    c = h.shared_cluster(1)
+    node = c.nodes[0]
+    con = h.connect(c, auto_extend=1)
+    is_token(value(con, "SELECT redlock_acquire('race', 3000)"), "acquire")
+    bad, met = [], 0
+    for i in range(ROUNDS):
+        value(con, "SELECT redlock_extend('race', 30)")     # the keeper now extends every 10 ms
+        time.sleep(0.001 * (i % 11))
+        before = lock_extensions(con)
+        v = value(con, "SELECT redlock_extend('race', 3000)")
+        reported = value(con, "SELECT redlock_validity('race')")
+        pttl = node.pttl("race")
+        met += lock_extensions(con) - before > 1
+        if v is not None and reported > max(pttl, 0) + 1000:
+            bad.append((i, v, reported, pttl))
+        if v is None:
+            is_token(value(con, "SELECT redlock_acquire('race', 3000)"), "acquire again")
+    check(not bad, "the connection reported more validity than the key had (iteration, "
+          "extend's result, redlock_validity, PTTL): %r" % bad[:5])
+    report("review hole 5b: %d user extends racing the keeper (%d met a keeper extension): "
+           "reported validity never above the key's PTTL" % (ROUNDS, met))
+
+
+def lock_extensions(con):
+    return value(con, "SELECT coalesce(sum(extensions), 0) FROM redlock_locks WHERE resource = 'race'")
+
+
+def test_unanswered_keeper_extend_counts_as_possibly_run_3n():
+    """The same for the auto-extension: its extend, gathered with the TTL
+    of before while the owner's longer extend was on its way, runs after
+    that one on every node, and must not cut the keys back; the
+    connection counts no more than the keys have."""
+    # Margins wide enough for a build under the sanitizers: the owner's
+    # extend answers 2.8 s inside its timeout, the keeper's 1 s after it.
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            a = h.connect([p.url for p in ps], timeout_ms=3500, auto_extend=1, reconnect_min_ms=5000,
+                          reconnect_max_ms=5000)
+            t0 = time.monotonic()
+            is_token(value(a, "SELECT redlock_acquire('k', 9000)"), "a takes k for 9 s")
+            time.sleep(max(0.0, t0 + 2.4 - time.monotonic()))  # the keeper is due at 3 s
+            for p in ps:
+                p.delay_replies(700)                # the owner's extend answers in time, at 3.1 s
+            got = value(a, "SELECT redlock_extend('k', 60000)")
+            # (it says no more than the keeper's extend, gathered meanwhile, leaves sure)
+            check(got is not None and got > 0, "the owner's extend to a minute: %r" % got)
+            for p in ps:
+                p.delay_replies(4500)               # the keeper's, sent next, answers too late
+            h.wait_until(lambda: value(a, "SELECT count(*) FROM redlock_nodes WHERE state = 'down'") == 3,
+                         15, what="the keeper's extend times out on every node")
+            pttls = [n.pttl("k") for n in c]
+            check(min(pttls) > 50000, "the keeper's late extend to 9 s cut the owner's minute (PTTLs %r)" % pttls)
+            left = value(a, "SELECT redlock_validity('k')")
+            check(left is None or left <= max(pttls), "a counts %r ms left where the keys have %r" % (left, pttls))
+        finally:
+            for p in ps:
+                p.close()
+
+
+def test_auto_extension_comes_before_the_cap_of_an_unanswered_extend_3n():
+    """After an unanswered redlock_extend to 3 s (which ran: the keys were
+    cut), the auto-extension must renew the lock before those 3 s are up,
+    with the lock's own TTL, once the nodes answer again; it used to wait
+    for its usual time (a third of 30 s), and the lock was lost though
+    every node was back."""
+    with h.Cluster(3) as c:
+        a = h.connect(c, timeout_ms=200, auto_extend=1, reconnect_min_ms=20, reconnect_max_ms=40)
+        is_token(value(a, "SELECT redlock_acquire('x', 30000)"), "a takes x for 30 s, auto-extended")
+        for n in c[1:]:
+            n.stop()
+        try:
+            h.redlock_error(a, "SELECT redlock_extend('x', 3000)", contains=("nodes failed",))
+        finally:
+            for n in c[1:]:
+                n.cont()
+        left = value(a, "SELECT redlock_validity('x')")
+        check(left is not None and left <= 3000, "a counts %r ms left after the unanswered extend to 3 s" % left)
+        h.wait_until(lambda: (value(a, "SELECT redlock_validity('x')") or 0) > 3000, 10,
+                     what="the auto-extension renews x to its 30 s before the 3 s are up")
+        pttls = [n.pttl("x") for n in c]
+        check(sum(p > 3000 for p in pttls) >= 2, "the keys after the renewal: %r" % pttls)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 deadline it is 'down' in redlock_nodes (with last_error) and later calls
 count it as a vote against at once instead of paying its timeout again; it
 is used again ('up') on a later call once it answers (SIGCONT, restart).
-Late replies are matched to their own command, never to a later one.
+Late replies are matched to their own command, never to a later one. An
+extend whose answers came too late never shortens the keys and counts by
+no more than it asked for; one sent to no node (every node known down)
+changes nothing.
 
 The per-node timeout is made long here (SLOW_TIMEOUT_MS) so that paying it
 or not is plain in the measured time; the bounds stay generous."""
@@ -282,3 +285,52 @@ def test_node_answering_again_counts_when_another_fails_3n():
         is_token(tok, "acquire with node 3 answering again and node 2 dead")
         for node in (c[0], c[2]):
             eq(node.get("after"), tok, "the lock on node %s" % node.addr)
+
+
+def test_unanswered_extend_counts_as_possibly_run_3n():
+    """An extend whose answers come too late may still have run on every
+    node. It never shortens the keys there (an extend only lengthens), and
+    the connection counts the lock by no more than the shorter TTL it
+    asked for, which is sure either way."""
+    with h.Cluster(3) as c:
+        ps = [FaultProxy(n.host, n.port) for n in c]
+        try:
+            a = h.connect([p.url for p in ps], timeout_ms=200, reconnect_min_ms=20, reconnect_max_ms=40)
+            b = h.connect(c)
+            tok = is_token(value(a, "SELECT redlock_acquire('x', 60000)"), "a takes x for a minute")
+            for p in ps:
+                p.delay_replies(600)                # every answer comes after the 200 ms timeout
+            h.redlock_error(a, "SELECT redlock_extend('x', 1000)", contains=("nodes failed",))
+            for p in ps:
+                p.delay_replies(0)
+            left = value(a, "SELECT redlock_validity('x')")
+            check(left is None or left <= 1000,
+                  "a's validity after an unanswered extend to 1000 ms: %r ms (the keys were cut to 1 s)" % left)
+            h.settle(a)
+            pttls = [n.pttl("x") for n in c]
+            check(all(p > 50000 for p in pttls), "the late extend to 1 s cut the minute back: PTTLs %r" % pttls)
+            eq(value(b, "SELECT redlock_acquire('x', 60000)"), None, "b is kept out while the keys last")
+        finally:
+            for p in ps:
+                p.close()
+
+
+def test_extend_that_never_went_out_changes_nothing_3n():
+    """An extend refused before it reached any node (every node known down,
+    so nothing was sent) cannot have run: the lock keeps its validity."""
+    with h.Cluster(3) as c:
+        a = h.connect(c, timeout_ms=200, reconnect_max_ms=60000, reconnect_min_ms=60000)
+        is_token(value(a, "SELECT redlock_acquire('y', 60000)"), "a takes y for a minute")
+        for n in c:
+            n.stop()
+        try:
+            h.redlock_error(a, "SELECT redlock_extend('y', 60000)", contains=("nodes failed",))
+            h.redlock_error(a, "SELECT redlock_extend('y', 1000)", contains=("nodes failed",))
+            left = value(a, "SELECT redlock_validity('y')")
+            check(left is not None and left > 50000,
+                  "y's validity after an extend that went to no node: %r ms (the keys keep a minute)" % left)
+        finally:
+            for n in c:
+                n.cont()
+        h.settle(a)
+        check(all(n.pttl("y") > 50000 for n in c), "the keys: %r" % [n.pttl("y") for n in c])

@@ -1,7 +1,10 @@
 """Faults, node sanity: a node that is a replica, the same server listed
 twice, and (with restart_guard on) a node that restarted recently must not
 give a vote that would make a lock pass. Each test is built so that the
-lock WOULD pass if that node's yes counted, and asserts that it does not."""
+lock WOULD pass if that node's yes counted, and asserts that it does not.
+The guard judges every call by its own TTL, also when it is turned on after
+connecting, and a server listed twice never votes before it is known to be
+one (holes a review found)."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import socket
@@ -13,6 +16,8 @@ from harness import check, eq, is_token, node_rows, report, value
 from faultproxy import FaultProxy
 
 GUARD_TTL = 2000      # ms: the largest TTL the guarded connection uses
+LONG_TTL = 60000      # ms: the lock the first holder keeps during the restart
+SHORT_TTL = 1000      # ms: what the guarded connection used before asking for LONG_TTL
 
 
 def row_of(con, port, host=None):
@@ -354,6 +359,37 @@ def test_moved_node_frees_its_duplicate_3n():
                 proxy.close()
 
 
+def test_duplicate_never_votes_before_it_is_known_3n():
+    """Hole 3: the same server listed twice (db 0 and db 1) with the third
+    node dead. One real server can never be a majority of three, so every
+    acquire must fail, on every fresh connection, whichever row's INFO comes
+    first. Half the connections reach db 0 through a proxy that delays its
+    replies by a few ms, so the higher-id row always answers first."""
+    s = h.RedisNode()
+    p = FaultProxy(s.host, s.port)
+    dead = "redis://127.0.0.1:%d" % h.free_port()
+    got = []
+    try:
+        for i in range(200):
+            delayed = i % 2 == 0
+            if delayed:
+                p.delay_replies(3)
+            first = p.url if delayed else s.url
+            con = h.connect([first, "%s/1" % s.url, dead], timeout_ms=1000)
+            r = h.attempt(con, "SELECT redlock_acquire('dup', 10000)")
+            if isinstance(r, str):
+                got.append((i, "delayed" if delayed else "direct",
+                            [x["state"] for x in node_rows(con)]))
+            con.close()
+            s.cmd("FLUSHALL")
+        check(not got, "acquired on one server listed twice in %d of 200 fresh connections: %r"
+              % (len(got), got[:5]))
+        report("review hole 3: 200 fresh connections, one server listed twice: 0 acquisitions")
+    finally:
+        p.close()
+        s.terminate()
+
+
 def test_restart_guard_3n():
     """restart_guard = 1: a node killed and restarted on the same port says
     yes again at once, but that yes must not count until its uptime exceeds
@@ -411,3 +447,88 @@ def test_restart_guard_3n():
         eq(row_of(con, a.port)["state"], "up", "state after the guard")
         report("sanity restart_guard: state=%s, last_error=%r; vote counted again %.2fs after restart "
                "(ttl %d ms)" % (row["state"], row["last_error"], got["t"], GUARD_TTL))
+
+
+def _warm(con, res="warm"):
+    """One short call: every node gets (or keeps) a connection and its INFO is read."""
+    h.attempt(con, "SELECT redlock_release(?, redlock_acquire(?, ?))", res, res, SHORT_TTL)
+
+
+def _restart_scenario(c):
+    """Nodes n1, n2, n3. Holder A takes 'rl' for LONG_TTL while n3 is down for
+    it (a refusing proxy stands in for n3), so the lock is on n1 and n2. Then
+    n2 is killed and restarted without persistence: it forgot the lock.
+    Returns (A, the lock's token, the proxy)."""
+    n1, n2, n3 = c.nodes
+    h.wait_until(lambda: all(_uptime(x) >= SHORT_TTL // 1000 + 2 for x in c), 6, interval=0.1,
+                 what="nodes older than the short TTL")
+    p3 = FaultProxy(n3.host, n3.port)
+    p3.refuse()
+    a = h.connect([n1.url, n2.url, p3.url])
+    tok = is_token(value(a, "SELECT redlock_acquire('rl', ?)", LONG_TTL), "holder A's acquire")
+    eq([n1.get("rl"), n2.get("rl"), n3.get("rl")], [tok, tok, None], "A's lock on the nodes")
+    return a, tok, p3
+
+
+def _restart_n2(c):
+    n2 = c.nodes[1]
+    n2.kill9()
+    n2.restart()
+    eq(n2.get("rl"), None, "n2 after its restart without persistence")
+
+
+def _second_holder_refused(c, b, tok, what):
+    """b (restart guard on) asks for 'rl' with LONG_TTL: n1 says no (A's key),
+    n3 says yes, and n2 (restarted seconds ago, empty) must not count."""
+    n1, n2, n3 = c.nodes
+    r = h.attempt(b, "SELECT redlock_acquire('rl', ?)", LONG_TTL)
+    vals = [n1.get("rl"), n2.get("rl"), n3.get("rl")]
+    check(not isinstance(r, str),
+          "%s: a second holder got the lock A holds (token %r, validity %r ms, values on the "
+          "nodes %r, A's token %s); n2 restarted %d s ago" %
+          (what, r, value(b, "SELECT redlock_validity('rl')"), vals, tok, _uptime(n2)))
+    eq(n1.get("rl"), tok, "%s: A's key on n1" % what)
+    return r
+
+
+def test_restart_guard_judges_every_call_by_its_ttl_3n():
+    """Hole 1: a guarded connection used a short TTL, so a node it reconnected
+    to after a restart was held back only for that short TTL; then, on the
+    same open connection, a long-TTL acquire let that node (restarted two
+    seconds before, empty) vote yes next to the node A could not reach: two
+    holders. The guard must judge each call by its own TTL."""
+    with h.Cluster(3) as c:
+        n2 = c.nodes[1]
+        b = h.connect(c, restart_guard=1, reconnect_min_ms=20, reconnect_max_ms=50)
+        _warm(b)
+        a, tok, p3 = _restart_scenario(c)
+        try:
+            _restart_n2(c)
+            t_restart = time.monotonic()
+            # b reconnects to n2 with short calls, and waits until n2 counts for them
+            h.wait_until(lambda: (_warm(b), row_of(b, n2.port)["state"])[1] == "up", 10,
+                         interval=0.05, what="n2 to count again for b's short calls")
+            r = _second_holder_refused(c, b, tok, "guard on, short TTL first")
+            row = row_of(b, n2.port)
+            eq(row["state"], "restarting", "n2's state for b after the long-TTL call")
+            report("review hole 1: %.1f s after n2's restart, b's %d ms acquire gave %r; n2 %s"
+                   % (time.monotonic() - t_restart, LONG_TTL, r, row["state"]))
+        finally:
+            p3.close()
+
+
+def test_restart_guard_turned_on_after_connecting_3n():
+    """Hole 1, second half: a connection that read the restarted node's INFO
+    with the guard off, then turned the guard on, still let it vote yes."""
+    with h.Cluster(3) as c:
+        a, tok, p3 = _restart_scenario(c)
+        try:
+            _restart_n2(c)
+            b = h.connect(c)
+            _warm(b)
+            eq(row_of(b, c.nodes[1].port)["state"], "up", "n2 for b before the guard")
+            eq(value(b, "SELECT redlock_config('restart_guard', 1)"), 1, "turning the guard on")
+            r = _second_holder_refused(c, b, tok, "guard turned on after connecting")
+            report("review hole 1b: guard turned on after connecting: acquire gave %r" % (r,))
+        finally:
+            p3.close()

@@ -4,7 +4,10 @@ counter is key_prefix || resource || ':fence' on every node, incremented by
 the acquire script; the acquisition takes the maximum over its quorum and
 writes it back to the quorum nodes that lag. Tested across processes (sqlite3
 shells one after another, python workers, a holder killed -9) with a
-minority of nodes killed -9 and restarted empty between acquisitions.
+minority of nodes killed -9 and restarted empty between acquisitions. A
+number is handed out only once it is stored on a quorum (a write-back cut
+off used to let a later holder draw the same one), and the documented SQL
+check refuses a write carrying an equal number.
 
 Run: /usr/bin/python3 sql-tests/run.py test_fencing
  or: /usr/bin/python3 sql-tests/test_fencing.py   (prints the fence sequences)
@@ -14,10 +17,11 @@ Run: /usr/bin/python3 sql-tests/run.py test_fencing
 import os
 import sys
 import tempfile
+import threading
 
 import harness as h
 from faultproxy import FaultProxy
-from harness import check, eq, holds, is_token, no_key, value
+from harness import check, eq, holds, is_token, no_key, node_rows, report, value
 from harness import (lock_row, note, probe, probed, run_directly as _run_directly, sh,
                      timeout_env as env)
 
@@ -316,6 +320,102 @@ def test_fence_writeback_to_a_lagging_quorum_node():
             note("write-back with B slowed: fences %s; counters A,B,C now %r"
                  % (seq, _counters(c, "fw:fence")))
             eq(seq, [1, 2, 3, 4, 5], "fence sequence")
+
+
+def _fence_of(con, res):
+    return value(con, "SELECT redlock_fence(?)", res)
+
+
+def test_fence_number_only_once_stored_on_a_quorum_3n():
+    """Hole 4: A's counter is ahead. The first acquisition is decided by A and
+    X; X's counter lags, and X's connection is reset right after X answered,
+    so the write-back that raises X's counter never arrives. A later holder
+    on B and X (overlapping the first only on X) then drew the same number.
+    A number may only be handed out once it is stored on a quorum."""
+    with h.Cluster(3) as c:
+        a, b, x = c.nodes
+        p = FaultProxy(x.host, x.port)
+        try:
+            a.cmd("SET", "fx:fence", 5)
+            b.cmd("SET", "fx:fence", 5)
+            x.cmd("SET", "fx:fence", 4)
+            cfg = dict(timeout_ms=3000, reconnect_min_ms=20, reconnect_max_ms=50)
+            con1 = h.connect([a.url, b.url, p.url], **cfg)
+            h.attempt(con1, "SELECT redlock_release('warm', redlock_acquire('warm', 1000))")
+            #                                             X's connection is open
+            node_rows(con1)                               # and owes no reply any more
+            b.cmd("SET", "fx", "someone-else", "PX", 60000)
+            p.delay_requests(300)                         # X's write-back waits in the proxy...
+            base = p.stats()["bytes_to_client"]
+            res = {}
+            th = threading.Thread(target=lambda: res.update(
+                r=h.attempt(con1, "SELECT redlock_acquire('fx', 30000)")), daemon=True)
+            th.start()
+            # ...and is cut off with the connection as soon as X's answer is through
+            h.wait_until(lambda: p.stats()["bytes_to_client"] > base, 10, interval=0.001,
+                         what="X's answer to the acquire")
+            p.reset()
+            th.join(20)
+            check(not th.is_alive(), "the first acquire did not return")
+            p.pass_()
+            eq(x.get("fx:fence"), "5", "X's counter after the cut (the write-back was lost)")
+            handed = []
+            first = res["r"]
+            if isinstance(first, str):
+                handed.append(("first", _fence_of(con1, "fx")))
+            else:
+                check(isinstance(first, Exception) and str(first).startswith("redlock: "),
+                      "the first acquire: expected a token or a redlock error, got %r" % (first,))
+            # the first lock is over (expired, say); the next holder gets B and X
+            for n in c:
+                n.cmd("DEL", "fx")
+            a.cmd("SET", "fx", "someone-else", "PX", 60000)
+            con2 = h.connect([a.url, b.url, p.url], **cfg)
+            is_token(value(con2, "SELECT redlock_acquire('fx', 30000)"), "the second acquire")
+            handed.append(("second", _fence_of(con2, "fx")))
+            nums = [f for _, f in handed]
+            check(all(u < v for u, v in zip(nums, nums[1:])),
+                  "fencing numbers handed out, in order: %r (counters now %r)"
+                  % (handed, [n.get("fx:fence") for n in c]))
+            report("review hole 4: write-back cut: first acquire gave %r; numbers handed out %r"
+                   % (first if isinstance(first, str) else str(first)[:120], handed))
+        finally:
+            p.close()
+
+
+def test_fence_check_in_sql_rejects_an_equal_number():
+    """Hole 4, the documented SQL pattern: a write that carries the number
+    the resource has seen already is refused, not only an older one."""
+    import sqlite3
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript("""
+        CREATE TABLE fences(name TEXT PRIMARY KEY, last_fence INTEGER NOT NULL);
+        INSERT INTO fences VALUES ('nightly-report', 0);
+        CREATE TABLE results(day TEXT, total INTEGER);
+        CREATE TABLE batch(day TEXT, total INTEGER);
+        INSERT INTO batch VALUES ('2025-03-01', 7);
+        CREATE TEMP TABLE me(token TEXT, fence INTEGER, claimed INTEGER);
+    """)
+
+    def write(fence):
+        db.execute("DELETE FROM me")
+        db.execute("INSERT INTO me VALUES ('t', ?, 0)", (fence,))
+        # the pattern of README "Safety limits", statement by statement
+        db.executescript("""
+            BEGIN IMMEDIATE;
+            UPDATE fences SET last_fence = (SELECT fence FROM me)
+             WHERE name = 'nightly-report' AND last_fence < (SELECT fence FROM me);
+            UPDATE me SET claimed = changes();
+            INSERT INTO results(day, total)
+            SELECT day, total FROM batch WHERE (SELECT claimed FROM me) = 1;
+            COMMIT;
+        """)
+        return value(db, "SELECT count(*) FROM results")
+
+    eq(write(6), 1, "a first writer with number 6")
+    eq(write(6), 1, "a second writer with the same number 6 (must write nothing)")
+    eq(write(5), 1, "an older number")
+    eq(write(7), 2, "a newer number")
 
 
 def _crashed_holder(nodes, res, ttl):

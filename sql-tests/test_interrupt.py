@@ -1,6 +1,8 @@
 """sqlite3_interrupt() during a waiting acquire: the call ends within
 milliseconds with an "interrupted" error, not when wait_ms runs out, and
-leaves no key of its own on any node."""
+leaves no key of its own on any node. The wake-ups of a waiting acquire: a
+flood of release messages brings forward a bounded number of attempts, and
+a message read in pieces wakes the waiter once."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import sqlite3
@@ -293,3 +295,72 @@ def test_interrupt_in_the_pause_on_dead_links_acquire():
 def test_interrupt_in_the_pause_on_dead_links_acquire_many():
     """The same for redlock_acquire_many, in autocommit mode."""
     _interrupt_on_dead_links("SELECT redlock_acquire_many('[\"free\", \"busy\"]', 10000, 20000)", None)
+
+
+class _Waiter:
+    """On one node: a holder takes name for a minute, and a waiter whose
+    retry delay is a minute (so only wake-ups make it try early) waits
+    wait_ms for it in a thread, subscribed once start() returns. tries()
+    counts the waiter's acquire attempts (SET calls) since then."""
+
+    def __init__(self, name, wait_ms):
+        self.name, self.node = name, h.shared_cluster(1)[0]
+        self.holder = h.connect([self.node], fencing=0)
+        is_token(value(self.holder, "SELECT redlock_acquire(?, 60000)", name))
+        self.waiter = h.connect([self.node], fencing=0, retry_delay_ms=60000, retry_jitter_ms=0)
+        self.sql, self.result = "SELECT redlock_acquire('%s', 10000, %d)" % (name, wait_ms), {}
+        self.thread = threading.Thread(target=self._wait)
+
+    def _wait(self):
+        start = time.monotonic()
+        self.result["value"] = value(self.waiter, self.sql)
+        self.result["took"] = time.monotonic() - start
+
+    def start(self):
+        self.before = self.node.calls("set")
+        self.thread.start()
+        h.wait_until(lambda: self.node.cmd("PUBSUB", "NUMSUB", self.name + ":released")[1] >= 1,
+                     what="the waiter subscribed")
+
+    def tries(self):
+        return self.node.calls("set") - self.before
+
+    def end(self):
+        self.thread.join()
+        eq(self.result["value"], None, "the lock stayed the holder's")
+        eq(value(self.holder, "SELECT redlock_release(?)", self.name), 1, "the holder's release")
+        return self.tries(), self.result["took"]
+
+
+def test_a_flood_of_release_messages_does_not_flood_the_nodes_1n():
+    """Anyone allowed to PUBLISH on <name>:released (or to write keys when
+    keyspace events are on) woke a waiter for one more attempt per message:
+    a publisher's loop became as many acquire rounds as the waiter could
+    run. Messages now bring forward at most RL_WAKE_BURST (8) attempts at
+    once and then one per RL_WAKE_GAP_US (2 ms), however many come."""
+    gap_ms, burst = 2, 8
+    w = _Waiter("flood", 1500)
+    w.start()
+    published = 0
+    while w.thread.is_alive():
+        w.node.cmd("PUBLISH", "flood:released", "x")
+        published += 1
+    attempts, took = w.end()
+    bound = 3 + burst + int(took * 1000 / gap_ms)  # the first try, the one after subscribing, the last
+    check(attempts <= bound, "%d attempts for %d messages in %.2f s (at most %d: %d, then one per %d ms)"
+          % (attempts, published, took, bound, burst, gap_ms))
+
+
+def test_a_message_read_in_pieces_wakes_a_waiter_once_1n():
+    """A waiter's pause ended at the first bytes on its subscription even
+    when they were only part of a message: a large message (or one sent a
+    piece at a time) made it try again once per piece, neither at a real
+    release nor after its retry delay. A pause now ends only at a whole
+    message, its delay, the deadline or an interrupt."""
+    w = _Waiter("pieces", 3000)
+    w.start()
+    h.wait_until(lambda: w.tries() >= 2, what="the waiter's try after subscribing")
+    w.node.cmd("PUBLISH", "pieces:released", "x" * (12 << 20))
+    attempts, _ = w.end()
+    check(attempts <= 4, "%d tries: the first, the one after subscribing, one for the message and one at the "
+                         "end of the wait" % attempts)

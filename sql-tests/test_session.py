@@ -230,6 +230,31 @@ def test_reentrancy_after_expiry_shell():
     eq(out.count("spun|1"), 24, "spins ended by validity 0")
 
 
+def test_outer_release_after_lock_was_retaken_says_lost():
+    """Hole 5: an outer hold's lock expired; an inner acquire took it anew
+    (one hold) and its release deleted the key; the outer release then
+    returned NULL ("holds none") instead of 0 ("lost"). The same when the
+    lock expired under two holds of it."""
+    c = h.shared_cluster(3)
+    con = h.connect(c)
+    tok = is_token(value(con, "SELECT redlock_acquire('nest', 200)"), "outer acquire")
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest')") == 0, 5,
+                 what="the outer hold's validity to run out")
+    tok2 = is_token(value(con, "SELECT redlock_acquire('nest', 5000)"), "inner acquire, taken anew")
+    check(tok2 != tok, "the inner acquire took the lock anew")
+    eq(value(con, "SELECT redlock_release('nest')"), 1, "inner release (its own lock)")
+    eq(value(con, "SELECT redlock_release('nest')"), 0, "outer release after its lock expired")
+    eq(value(con, "SELECT redlock_release('nest')"), None, "a third release: no hold left")
+    # two holds, then the lock expires under both
+    is_token(value(con, "SELECT redlock_acquire('nest2', 200)"), "outer acquire")
+    is_token(value(con, "SELECT redlock_acquire('nest2', 200)"), "inner acquire")
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest2')") == 0, 5,
+                 what="the validity to run out")
+    eq(value(con, "SELECT redlock_release('nest2')"), 0, "inner release after expiry")
+    eq(value(con, "SELECT redlock_release('nest2')"), 0, "outer release after expiry")
+    eq(value(con, "SELECT redlock_release('nest2')"), None, "no hold left")
+
+
 # --------------------------------------------------------------------------
 # redlock_locks
 # --------------------------------------------------------------------------
