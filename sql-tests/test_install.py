@@ -4,14 +4,25 @@ version's one home, and the licence.
 * `make install DESTDIR=<tmp>` (and with PREFIX or LIBDIR) writes redlock.so
   where the variables say, mode 0644; the copy loads by bare name through
   LD_LIBRARY_PATH and by full path; `make uninstall` removes it.
-* As root, one real `make install`: `.load redlock` in the real sqlite3 shell
-  and load_extension('redlock') in /usr/bin/python3 work from another
-  directory (and fail there before the install and after the uninstall). A
-  redlock.so already installed is never touched; the test always uninstalls.
+* As root, `make install` as a user runs it (no DESTDIR): `.load redlock`
+  in the real sqlite3 shell and load_extension('redlock') in
+  /usr/bin/python3 work from another directory (and fail there before the
+  install and after the uninstall). A redlock.so already installed is never
+  touched; the test always uninstalls.
 * `make deb`: Depends names exactly the packages owning the libraries the
   object links to, the README is in /usr/share/doc, the unpacked object
   loads; as root, installed with dpkg, `.load redlock` works and `make
   install`/`make uninstall` leave the package's file alone.
+
+The two tests as root install into the system's own paths. They do it on
+this machine only when REDLOCK_TEST_SYSTEM_INSTALL=1 (.ci/run sets it).
+Otherwise they run in a private mount namespace where the directories that
+make install and dpkg write (LIBDIR, /usr/share/doc, /var/lib/dpkg,
+/var/log) are overlays on scratch directories: the commands see and change
+the system's paths and dpkg database as a user's would, and the machine's
+own stay as they were (checked after each test). Without root, or where no
+such namespace can be made (unshare, nsenter, overlayfs), they are skipped
+and say why.
 * One version everywhere: the header, `make version`, redlock_version(), the
   package and CHANGELOG.md. LICENSE is BSD-3-Clause and every source file
   names it in one SPDX line of its header comment.
@@ -20,6 +31,7 @@ Everything is built in temporary directories, never in the source tree
 (apart from ./redlock.so, which make test builds anyway)."""
 # SPDX-License-Identifier: BSD-3-Clause
 
+import contextlib
 import gzip
 import os
 import re
@@ -64,10 +76,11 @@ def _env(**extra):
     return env
 
 
-def _run(argv, what, ok=True, timeout=20, **kw):
-    """Runs argv; returns (rc, stdout, stderr). ok=True: rc must be 0."""
+def _run(argv, what, ok=True, timeout=20, via=(), **kw):
+    """Runs argv (after the prefix via: see _Root); returns (rc, stdout,
+    stderr). ok=True: rc must be 0."""
     kw.setdefault("env", _env())
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.run(list(via) + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout, **kw)
     if ok and p.returncode != 0:
         raise AssertionError("%s: %s exited %d\nstdout: %s\nstderr: %s"
@@ -75,9 +88,9 @@ def _run(argv, what, ok=True, timeout=20, **kw):
     return p.returncode, p.stdout, p.stderr
 
 
-def _make(*args, ok=True, env=None):
+def _make(*args, ok=True, env=None, via=()):
     return _run(["make", "--no-print-directory", "-C", REPO] + list(args),
-                "make " + " ".join(args), ok=ok, env=env or _env())
+                "make " + " ".join(args), ok=ok, env=env or _env(), via=via)
 
 
 def _version():
@@ -104,7 +117,8 @@ def _file_bytes(path):
 
 
 def _check_copy(path, what):
-    """path is a regular file, mode 0644, the very bytes of ./redlock.so."""
+    """path (as this process reads it) is a regular file, mode 0644, the
+    very bytes of ./redlock.so."""
     st = os.lstat(path)
     check(stat.S_ISREG(st.st_mode), "%s: %s is not a regular file" % (what, path))
     eq(oct(stat.S_IMODE(st.st_mode)), "0o644", "%s: mode of %s" % (what, path))
@@ -116,7 +130,7 @@ def _check_copy(path, what):
 _SHELL_MAPPED = ".system grep -o '/[^ ]*redlock[.]so$' /proc/$PPID/maps | sort -u"
 
 
-def _shell_load(load, cwd, ld_path=None, nodes=None, sql="SELECT redlock_version();"):
+def _shell_load(load, cwd, ld_path=None, nodes=None, sql="SELECT redlock_version();", via=()):
     """The real sqlite3 shell in cwd: `.load <load>`, then sql (-bail: the
     first error ends it), then the mapped redlock.so paths.
     Returns (rc, stdout lines, stderr)."""
@@ -126,7 +140,7 @@ def _shell_load(load, cwd, ld_path=None, nodes=None, sql="SELECT redlock_version
     if nodes:
         env["REDLOCK_NODES"] = nodes
     rc, out, err = _run([h.SQLITE3, "-bail", ":memory:"], "sqlite3 shell", ok=False, cwd=cwd,
-                        env=env, input=".load %s\n%s\n%s\n" % (load, sql, _SHELL_MAPPED))
+                        env=env, via=via, input=".load %s\n%s\n%s\n" % (load, sql, _SHELL_MAPPED))
     return rc, out.split(), err
 
 
@@ -145,7 +159,7 @@ with open("/proc/self/maps") as f:
 """
 
 
-def _python_load(name, cwd, ld_path=None):
+def _python_load(name, cwd, ld_path=None, via=()):
     """/usr/bin/python3 in cwd: SELECT load_extension(name), then
     redlock_version(), then the mapped redlock.so paths.
     Returns (rc, stdout lines, stderr)."""
@@ -153,7 +167,7 @@ def _python_load(name, cwd, ld_path=None):
     if ld_path:
         env["LD_LIBRARY_PATH"] = ld_path
     rc, out, err = _run([h.PYTHON, "-c", _PY_LOAD, name], "python load", ok=False, cwd=cwd,
-                        env=env)
+                        env=env, via=via)
     return rc, out.split(), err
 
 
@@ -215,55 +229,128 @@ def test_install_prefix_and_libdir():
 
 
 # --------------------------------------------------------------------------
-# one real install, as root
+# the install a user does, as root: on this machine or in a private view of it
 # --------------------------------------------------------------------------
 
-def _system_target(what):
-    """The system path of redlock.so, for a test that writes it for real:
-    skipped unless root and unless nothing (no file, no package) is there."""
+SYSTEM_INSTALL = os.environ.get("REDLOCK_TEST_SYSTEM_INSTALL") == "1"
+
+
+class _Root:
+    """Where a test installs into the system's paths. via: the argv prefix
+    that runs a command there; path(p): the name under which this process
+    reads the file that is p there."""
+
+    def __init__(self, via, prefix):
+        self.via, self.prefix = via, prefix
+
+    def path(self, p):
+        return self.prefix + p
+
+
+@contextlib.contextmanager
+def _private_view(dirs, what):
+    """A private mount namespace in which each of dirs is an overlay on a
+    scratch directory, kept by a process that waits on its stdin: commands
+    entered into it (nsenter) read the real directories and write the
+    scratch ones, and the namespace and its mounts end with that process."""
+    scratch = tempfile.mkdtemp(dir=_scratch.name)
+    script = ["set -e"]
+    for i, d in enumerate(dirs):
+        upper, work = os.path.join(scratch, "upper%d" % i), os.path.join(scratch, "work%d" % i)
+        os.makedirs(upper)
+        os.makedirs(work)
+        script.append("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s"
+                      % (d, upper, work, d))
+    script += ["echo ready", "read _"]
+    unavailable = ("%s: no private mount namespace here (%%s); REDLOCK_TEST_SYSTEM_INSTALL=1 runs "
+                   "it on this machine" % what)
+    if not (shutil.which("unshare") and shutil.which("nsenter")):
+        raise unittest.SkipTest(unavailable % "unshare or nsenter missing")
+    p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                          "\n".join(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        if p.stdout.readline().strip() != "ready":
+            p.wait(10)
+            raise unittest.SkipTest(unavailable % " ".join(p.stderr.read().split()))
+        yield _Root(["nsenter", "--target", str(p.pid), "--mount", "--"], "/proc/%d/root" % p.pid)
+    finally:
+        p.stdin.close()          # its `read` ends, and the namespace with it
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@contextlib.contextmanager
+def _system_root(what):
+    """(the system path of redlock.so, the _Root to install it in) for a
+    test that installs as a user does, without DESTDIR: this machine with
+    REDLOCK_TEST_SYSTEM_INSTALL=1, else a private view of the directories
+    make install and dpkg write, after which the machine's own path is
+    checked to be untouched. Skipped unless root and unless nothing (no
+    file, no package) is there."""
     if os.geteuid() != 0:
         raise unittest.SkipTest("%s needs root; run make test as root to test it" % what)
-    target = "/usr/lib/%s/redlock.so" % _multiarch()
+    ma = _multiarch()
+    target = "/usr/lib/%s/redlock.so" % ma
     rc, out, err = _run(["dpkg-query", "-W", "-f=${Status}", PACKAGE], "dpkg-query", ok=False)
     if os.path.lexists(target) or "installed" in out:
         raise unittest.SkipTest("%s or the package %s is already there (an earlier install): "
                                 "not touching it" % (target, PACKAGE))
-    return target
+    if SYSTEM_INSTALL:
+        yield target, _Root([], "")
+        return
+    with _private_view(["/usr/lib/" + ma, "/usr/share/doc", "/var/lib/dpkg", "/var/log"],
+                       what) as root:
+        yield target, root
+    check(not os.path.lexists(target), "%s in a private mount namespace left %s on this machine"
+          % (what, target))
+    rc, out, err = _run(["dpkg-query", "-W", "-f=${Status}", PACKAGE], "dpkg-query", ok=False)
+    check("installed" not in out, "%s in a private mount namespace: this machine's dpkg says "
+          "%s is %r" % (what, PACKAGE, out))
 
 
 def test_real_install_loads_by_bare_name():
-    target = _system_target("the real `make install`")
+    with _system_root("`make install` into the system's LIBDIR") as (target, root):
+        _install_loads_by_bare_name(target, root)
+
+
+def _install_loads_by_bare_name(target, root):
     version = _version()
     c = h.shared_cluster(1)
+    via, there = root.via, root.path(target)
     installed = False  # True from the moment a file at target can only be ours
     with tempfile.TemporaryDirectory() as elsewhere:
-        rc, out, err = _shell_load("redlock", elsewhere)
+        rc, out, err = _shell_load("redlock", elsewhere, via=via)
         if rc == 0:
             raise unittest.SkipTest("a bare `.load redlock` already finds %s: not testing "
                                     "the install over it" % " ".join(out[1:]))
         _fails_to_load(".load redlock before make install", (rc, out, err))
         try:
             installed = True
-            rc, out, err = _make("install")
+            rc, out, err = _make("install", via=via)
             check("'.load redlock' now works" in out, "make install's closing note: %r" % out)
-            _check_copy(target, "make install")
+            _check_copy(there, "make install")
             _loads("sqlite3 shell: .load redlock from %s" % elsewhere,
-                   _shell_load("redlock", elsewhere), version, target)
+                   _shell_load("redlock", elsewhere, via=via), version, target)
             _loads("/usr/bin/python3: SELECT load_extension('redlock')",
-                   _python_load("redlock", elsewhere), version, target)
+                   _python_load("redlock", elsewhere, via=via), version, target)
             # the installed copy takes and gives back a real lock
             _loads("acquire and release through the installed redlock.so",
-                   _shell_load("redlock", elsewhere, nodes=c.nodes_env(), sql=(
+                   _shell_load("redlock", elsewhere, nodes=c.nodes_env(), via=via, sql=(
                        "SELECT redlock_acquire('install-test', 10000) IS NOT NULL;\n"
                        "SELECT redlock_release('install-test');")),
                    version, target, sql_out=["1", "1"])
-            _make("uninstall")
+            _make("uninstall", via=via)
             installed = False
-            check(not os.path.lexists(target), "make uninstall left %s" % target)
-            _fails_to_load(".load redlock after make uninstall", _shell_load("redlock", elsewhere))
+            check(not os.path.lexists(there), "make uninstall left %s" % target)
+            _fails_to_load(".load redlock after make uninstall",
+                           _shell_load("redlock", elsewhere, via=via))
         finally:
-            if installed and os.path.lexists(target):
-                os.unlink(target)
+            if installed and os.path.lexists(there):
+                os.unlink(there)
 
 
 # --------------------------------------------------------------------------
@@ -363,11 +450,11 @@ def test_deb_contents_load():
                version, so)
 
 
-def _dpkg(*args):
+def _dpkg(*args, via=()):
     """dpkg, waiting a little if another dpkg/apt run holds its lock."""
     def attempt():
         rc, out, err = _run(["dpkg"] + list(args), "dpkg " + " ".join(args), ok=False,
-                            timeout=60)
+                            timeout=60, via=via)
         if rc == 0:
             return True
         if "lock" in err:
@@ -377,28 +464,33 @@ def _dpkg(*args):
 
 
 def test_deb_installed_with_dpkg():
-    target = _system_target("installing the package with dpkg")
+    with _system_root("installing the package with dpkg") as (target, root):
+        _deb_installed_with_dpkg(target, root)
+
+
+def _deb_installed_with_dpkg(target, root):
     version = _version()
     deb = _deb()
+    via, there = root.via, root.path(target)
     installed = False
     with tempfile.TemporaryDirectory() as elsewhere:
         try:
             installed = True
-            _dpkg("-i", deb)
-            _loads(".load redlock after dpkg -i", _shell_load("redlock", elsewhere), version,
-                   target)
-            before = _file_bytes(target)
+            _dpkg("-i", deb, via=via)
+            _loads(".load redlock after dpkg -i", _shell_load("redlock", elsewhere, via=via),
+                   version, target)
+            before = _file_bytes(there)
             for goal in ("install", "uninstall"):
-                rc, out, err = _make(goal, ok=False)
+                rc, out, err = _make(goal, ok=False, via=via)
                 check(rc != 0 and "belongs to the Debian package %s" % PACKAGE in err,
                       "make %s over the package's file must refuse: rc %d, %r" % (goal, rc, err))
-                check(_file_bytes(target) == before, "make %s changed the package's file" % goal)
-            _dpkg("--purge", PACKAGE)
+                check(_file_bytes(there) == before, "make %s changed the package's file" % goal)
+            _dpkg("--purge", PACKAGE, via=via)
             installed = False
-            check(not os.path.lexists(target), "dpkg --purge left %s" % target)
+            check(not os.path.lexists(there), "dpkg --purge left %s" % target)
         finally:
             if installed:
-                _run(["dpkg", "--purge", PACKAGE], "dpkg --purge", ok=False, timeout=60)
+                _run(["dpkg", "--purge", PACKAGE], "dpkg --purge", ok=False, timeout=60, via=via)
 
 
 # --------------------------------------------------------------------------
