@@ -11,26 +11,27 @@ BENCH_SECONDS ?= 1
 
 $(BENCH_BUILD)/bare: bench/bare.c bench/measure.h src/rl_evalsha.c src/rl_resp.c $(wildcard src/*.h)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -o $@ bench/bare.c src/rl_evalsha.c src/rl_resp.c -lhiredis -lcrypto -lpthread
+	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ bench/bare.c src/rl_evalsha.c src/rl_resp.c -lhiredis -lcrypto -lpthread
 
 $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -o $@ bench/driver.c -lsqlite3 -lpthread
+	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ bench/driver.c -lsqlite3 -lpthread
 
 # The LD_PRELOAD timer of the span from a reply to the next request (bench/gap.c).
 $(BENCH_BUILD)/gap.so: bench/gap.c
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ bench/gap.c -ldl
+	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -fPIC -shared -o $@ bench/gap.c -ldl
 
 # A stand-in extension of one PING per call: SQLite's own share of that span (bench/floor.c).
 $(BENCH_BUILD)/floor.so: bench/floor.c
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(BENCH_CFLAGS) -fPIC -shared -o $@ bench/floor.c
+	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -fPIC -shared -o $@ bench/floor.c
 
 # The extension with its statistics compiled out: what they cost.
 $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	@mkdir -p $(BENCH_BUILD)
-	$(CC) $(RLFLAGS) $(CFLAGS) $(LTOFLAGS) -DRL_STATS_OFF -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+	$(CC) $(RLFLAGS) $(CPPFLAGS) $(CFLAGS) $(LTOFLAGS) $(LDFLAGS) -DRL_STATS_OFF -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) \
+	  $(LIBS)
 
 bench:
 	@bash scripts/ensure-deps.sh

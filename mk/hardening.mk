@@ -46,7 +46,7 @@ endif
 
 $(SAN_DIR)/%/redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile mk/hardening.mk
 	@mkdir -p $(@D)
-	$(SAN_CC) $(RLFLAGS) $(CFLAGS) $(SAN_FLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+	$(SAN_CC) $(RLFLAGS) $(CPPFLAGS) $(CFLAGS) $(SAN_FLAGS) $(LDFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
 
 .PHONY: sanitize-test sanitize-run valgrind fuzz fuzz-build fuzz-regress fuzz-seeds
 
@@ -92,11 +92,11 @@ fuzz_srcs = fuzz/fuzz_$(1).c fuzz/no_dns.c $(ENGINE_SRC) $(if $(filter nodes sch
 
 $(FUZZ_DIR)/fuzz_%: $(FUZZ_DEPS)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $(call fuzz_srcs,$*) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer $(LDFLAGS) -o $@ $(call fuzz_srcs,$*) $(FUZZ_LIBS)
 
 $(FUZZ_DIR)/replay_%: $(FUZZ_DEPS)
 	@mkdir -p $(@D)
-	$(CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ fuzz/replay_main.c $(call fuzz_srcs,$*) $(FUZZ_LIBS)
+	$(CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(FUZZ_SAN) $(LDFLAGS) -o $@ fuzz/replay_main.c $(call fuzz_srcs,$*) $(FUZZ_LIBS)
 
 fuzz-build: deps
 	@bash scripts/ensure-deps.sh clang libclang-rt-14-dev

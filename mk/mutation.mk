@@ -27,5 +27,5 @@ checker: deps
 
 mutants: deps
 	@$(MAKE) -s redlock.so
-	@CC="$(CC)" MUTANT_FLAGS="$(RLFLAGS) $(CFLAGS)" MUTANT_LIBS="$(LIBS)" MUTANT_SECONDS=$(MUTANT_SECONDS) \
+	@CC="$(CC)" MUTANT_FLAGS="$(RLFLAGS) $(CPPFLAGS) $(CFLAGS)" MUTANT_LIBS="$(LDFLAGS) $(LIBS)" MUTANT_SECONDS=$(MUTANT_SECONDS) \
 	  /usr/bin/python3 sql-tests/mutants.py $(MUTANTS)

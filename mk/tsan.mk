@@ -17,11 +17,11 @@ TSAN_SECONDS ?= 8
 
 $(TSAN_DIR)/redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile mk/tsan.mk
 	@mkdir -p $(@D)
-	$(TSAN_CC) $(RLFLAGS) $(TSAN_FLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+	$(TSAN_CC) $(RLFLAGS) $(CPPFLAGS) $(TSAN_FLAGS) $(LDFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
 
 $(TSAN_DIR)/tsan: tsan/tsan.c mk/tsan.mk
 	@mkdir -p $(@D)
-	$(TSAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(TSAN_FLAGS) -o $@ tsan/tsan.c -lsqlite3 -lpthread
+	$(TSAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CPPFLAGS) $(TSAN_FLAGS) $(LDFLAGS) -o $@ tsan/tsan.c -lsqlite3 -lpthread
 
 tsan: deps
 	@$(MAKE) -s $(TSAN_DIR)/redlock.so $(TSAN_DIR)/tsan

@@ -15,7 +15,8 @@ UNIT_BIN    := build/unit/$(if $(filter 1,$(SANITIZE)),sanitize,plain)/unit
 
 $(UNIT_BIN): unit/unit.c $(UNIT_ENGINE) $(HEADERS) Makefile mk/unit.mk
 	@mkdir -p $(@D)
-	$(UNIT_CC) -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(UNIT_FLAGS) -o $@ unit/unit.c $(UNIT_ENGINE) -lhiredis -lcrypto -lpthread
+	$(UNIT_CC) -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(CPPFLAGS) $(UNIT_FLAGS) $(LDFLAGS) -o $@ unit/unit.c $(UNIT_ENGINE) \
+	  -lhiredis -lcrypto -lpthread
 
 unit: $(UNIT_BIN)
 	@$(UNIT_BIN)
