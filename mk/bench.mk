@@ -6,7 +6,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 BENCH_BUILD  = build/bench
-BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Isrc
+BENCH_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra $(if $(filter-out 0,$(WERROR)),-Werror) -Isrc
 BENCH_SECONDS ?= 1
 
 $(BENCH_BUILD)/bare: bench/bare.c bench/measure.h src/rl_evalsha.c src/rl_resp.c $(wildcard src/*.h)
