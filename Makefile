@@ -61,5 +61,13 @@ clean:
 	rm -f redlock.so
 	rm -rf build
 
-# Further targets (bench, valgrind, fuzz, ...) each live in a file of their own.
--include $(wildcard mk/*.mk)
+# Further targets live in fragments of their own, read in this order (the
+# order `make help` lists them in): installing and packaging; the C unit
+# tests; sanitizers, valgrind and fuzzing; ThreadSanitizer; the checker and
+# mutants; the soak; the bench. A fragment uses the variables above and, at
+# most, another's when a recipe runs (mk/unit.mk: the sanitizer's compiler
+# from mk/hardening.mk), never while it is read, so the order is for the
+# reader. A fragment renamed or missing stops make; a new one is added here.
+MK_FRAGMENTS = mk/install.mk mk/unit.mk mk/hardening.mk mk/tsan.mk mk/mutation.mk mk/soak.mk \
+               mk/bench.mk
+include $(MK_FRAGMENTS)

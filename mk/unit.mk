@@ -7,8 +7,10 @@
 
 UNIT_ENGINE := src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_floor.c src/rl_nameindex.c src/rl_proc.c src/rl_random.c src/rl_resp.c \
                src/rl_text.c src/rl_vote.c
-UNIT_CC     := $(if $(filter 1,$(SANITIZE)),$(SAN_CC),$(CC))
-UNIT_FLAGS  := $(if $(filter 1,$(SANITIZE)),$(SAN_FLAGS),-O1 -g)
+# SAN_CC and SAN_FLAGS come from mk/hardening.mk: expanded when the recipe
+# runs (=, not :=), so they are there whichever fragment make reads first.
+UNIT_CC      = $(if $(filter 1,$(SANITIZE)),$(SAN_CC),$(CC))
+UNIT_FLAGS   = $(if $(filter 1,$(SANITIZE)),$(SAN_FLAGS),-O1 -g)
 UNIT_BIN    := build/unit/$(if $(filter 1,$(SANITIZE)),sanitize,plain)/unit
 
 .PHONY: unit
