@@ -2,7 +2,8 @@
 #   make          build ./redlock.so
 #   make test     install missing packages (as root), build, run every test
 #   make demo     run the example batch job on three local Redis nodes
-#   make bench    measure against a bare hiredis client on local nodes
+#   make help     every target, one line each: the `## ` comment on its rule
+#                 line (here and in mk/*.mk), which a new target gets too
 # SPDX-License-Identifier: BSD-3-Clause
 
 CC      ?= cc
@@ -35,17 +36,18 @@ ENGINE_SRC = $(sort $(wildcard src/*.c))
 EXT_SRC    = $(sort $(wildcard ext/*.c))
 HEADERS    = $(wildcard src/*.h ext/*.h)
 
-.PHONY: all deps test demo bench clean
+.PHONY: all deps test demo bench clean help
 
-all: redlock.so
+all: redlock.so ## build ./redlock.so (the default target)
 
-redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile
-	$(CC) $(RLFLAGS) $(CPPFLAGS) $(CFLAGS) $(LTOFLAGS) $(LDFLAGS) -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
+redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile ## the extension (what all builds)
+	$(CC) $(RLFLAGS) $(CPPFLAGS) $(CFLAGS) $(LTOFLAGS) $(LDFLAGS) -shared -o $@ \
+	  $(ENGINE_SRC) $(EXT_SRC) $(LIBS)
 
-deps:
+deps: ## install the missing Debian packages (as root), or name them
 	@bash scripts/ensure-deps.sh
 
-test: deps
+test: deps ## build, then every test: SQL suite and unit (SANITIZE=1: ASan+UBSan)
 ifeq ($(SANITIZE),1)
 	@$(MAKE) -s sanitize-test
 else
@@ -53,13 +55,19 @@ else
 	@/usr/bin/python3 sql-tests/run.py $(TESTS)
 endif
 
-demo: deps
+demo: deps ## run the example batch job on three local Redis nodes
 	@$(MAKE) -s redlock.so
 	@bash examples/demo.sh
 
-clean:
+clean: ## remove ./redlock.so and build/
 	rm -f redlock.so
 	rm -rf build
+
+help: ## this list: every target, one line each
+	@awk '/^[A-Za-z0-9_.-]+:.*## / { t = $$0; sub(/:.*/, "", t); d = $$0; sub(/^[^#]*## /, "", d); \
+	  printf "  %-14s %s\n", t, d }' $(MAKEFILE_LIST)
+	@echo "Variables (README.md): CC CFLAGS CPPFLAGS LDFLAGS LTOFLAGS WERROR SANITIZE TESTS" \
+	  "DESTDIR PREFIX LIBDIR"
 
 # Further targets live in fragments of their own, read in this order (the
 # order `make help` lists them in): installing and packaging; the C unit

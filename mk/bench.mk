@@ -33,7 +33,7 @@ $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	$(CC) $(RLFLAGS) $(CPPFLAGS) $(CFLAGS) $(LTOFLAGS) $(LDFLAGS) -DRL_STATS_OFF -shared -o $@ $(ENGINE_SRC) $(EXT_SRC) \
 	  $(LIBS)
 
-bench:
+bench: ## measure against a bare hiredis client on local nodes
 	@bash scripts/ensure-deps.sh
 	@$(MAKE) -s redlock.so
 	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver $(BENCH_BUILD)/gap.so $(BENCH_BUILD)/floor.so $(BENCH_BUILD)/redlock_nostats.so

@@ -51,11 +51,11 @@ $(SAN_DIR)/%/redlock.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS) Makefile mk/hardeni
 .PHONY: sanitize-test sanitize-run valgrind fuzz fuzz-build fuzz-regress fuzz-seeds
 
 # ./redlock.so is built too: one shell test loads ./redlock from the repo root.
-sanitize-test: deps
+sanitize-test: deps ## the SQL suite against an ASan+UBSan build (make test SANITIZE=1)
 	@bash scripts/ensure-deps.sh clang libclang-rt-14-dev || true
 	@$(MAKE) -s sanitize-run
 
-sanitize-run:
+sanitize-run: ## what sanitize-test runs once clang is there
 	@$(MAKE) -s redlock.so $(SAN_SO)
 	@for f in $(SAN_PRELOAD); do test -f "$$f" || { \
 	  echo "redlock: sanitizer runtime '$$f' not found (gcc: apt-get install libasan8 libubsan1)" >&2; exit 1; }; done
@@ -69,7 +69,7 @@ sanitize-run:
 VALGRIND_FLAGS := --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=1 \
                   --show-leak-kinds=definite,indirect --track-origins=yes --num-callers=30
 
-valgrind: deps
+valgrind: deps ## representative shell scenarios under valgrind memcheck
 	@bash scripts/ensure-deps.sh valgrind
 	@$(MAKE) -s redlock.so
 	@VALGRIND_FLAGS="$(VALGRIND_FLAGS)" /usr/bin/python3 $(HARDEN)/valgrind_shell.py $(VALGRIND_TESTS)
@@ -98,7 +98,7 @@ $(FUZZ_DIR)/replay_%: $(FUZZ_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(FUZZ_CFLAGS) $(CPPFLAGS) $(FUZZ_SAN) $(LDFLAGS) -o $@ fuzz/replay_main.c $(call fuzz_srcs,$*) $(FUZZ_LIBS)
 
-fuzz-build: deps
+fuzz-build: deps ## build the libFuzzer targets (clang)
 	@bash scripts/ensure-deps.sh clang libclang-rt-14-dev
 	@echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n); int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; return (int)(n & 0); }' \
 	  | $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null || { \
@@ -108,7 +108,7 @@ fuzz-build: deps
 # Each target runs on a work copy of its corpus (build/fuzz/corpus/<t>), so
 # the repository's corpus only changes by hand: a new crash input is fixed,
 # then copied into fuzz/corpus/<t>/ as regress-<what> (see fuzz/README.md).
-fuzz: fuzz-build
+fuzz: fuzz-build ## run each libFuzzer target for FUZZ_SECONDS (default 60)
 	@rc=0; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/crashes/$$t; \
 	  echo "== fuzz_$$t for $(FUZZ_SECONDS) s"; \
@@ -122,11 +122,11 @@ fuzz: fuzz-build
 	done; \
 	if [ $$rc = 0 ]; then echo "fuzz: no findings"; else echo "fuzz: FINDINGS (logs in $(FUZZ_DIR)/fuzz_<target>.log)"; fi; exit $$rc
 
-fuzz-regress: deps
+fuzz-regress: deps ## replay the fuzz corpus under ASan+UBSan, without libFuzzer
 	@$(MAKE) -s $(addprefix $(FUZZ_DIR)/replay_,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  $(FUZZ_DIR)/replay_$$t fuzz/corpus/$$t || { echo "fuzz-regress: replay_$$t failed" >&2; exit 1; }; done
 
-fuzz-seeds:
+fuzz-seeds: ## write the fuzz corpus seeds again (fuzz/make_seeds.py)
 	@/usr/bin/python3 fuzz/make_seeds.py

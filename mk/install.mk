@@ -45,7 +45,7 @@ endef
 
 # install(1) unlinks an existing file before writing the new one, so a
 # process that has the old redlock.so loaded keeps its copy intact.
-install: redlock.so
+install: redlock.so ## copy redlock.so to $(DESTDIR)$(LIBDIR) (PREFIX, LIBDIR, DESTDIR)
 	$(refuse_if_packaged)
 	install -d -m 0755 '$(DESTDIR)$(LIBDIR)'
 	install -m 0644 redlock.so '$(INSTALLED)'
@@ -55,13 +55,13 @@ install: redlock.so
 	    *) echo "redlock: installed; $(LIBDIR) is not searched for a bare name, so load it as '.load $(LIBDIR)/redlock'" ;; \
 	  esac; fi
 
-uninstall:
+uninstall: ## remove the file make install wrote
 	$(refuse_if_packaged)
 	rm -f '$(INSTALLED)'
 
-deb: redlock.so
+deb: redlock.so ## build the Debian package in $(DEB_DIR)
 	@[ -n '$(MULTIARCH)' ] || { echo "redlock: no multiarch triplet ($(CC) -print-multiarch printed nothing); give MULTIARCH=" >&2; exit 1; }
 	@bash scripts/build-deb.sh redlock.so '$(REDLOCK_VERSION)' '$(MULTIARCH)' '$(DEB_DIR)'
 
-version:
+version: ## print the version
 	@echo '$(REDLOCK_VERSION)'

@@ -20,12 +20,12 @@ MUTANT_SECONDS  ?= 5
 
 .PHONY: checker mutants
 
-checker: deps
+checker: deps ## the checker's whole fault matrix, CHECKER_SECONDS per fault
 	@$(MAKE) -s redlock.so
 	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_matrix.py $(CHECKER_ARGS)
 	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_shared.py
 
-mutants: deps
+mutants: deps ## engines with deliberate bugs, each of which the checker must catch
 	@$(MAKE) -s redlock.so
 	@CC="$(CC)" MUTANT_FLAGS="$(RLFLAGS) $(CPPFLAGS) $(CFLAGS)" MUTANT_LIBS="$(LDFLAGS) $(LIBS)" MUTANT_SECONDS=$(MUTANT_SECONDS) \
 	  /usr/bin/python3 sql-tests/mutants.py $(MUTANTS)

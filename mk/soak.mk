@@ -9,6 +9,6 @@ SOAK_SECONDS ?= 600
 
 .PHONY: soak
 
-soak: deps
+soak: deps ## the checker for SOAK_SECONDS (600) under random faults
 	@$(MAKE) -s redlock.so
 	@SOAK_SECONDS=$(SOAK_SECONDS) /usr/bin/python3 sql-tests/soak.py

@@ -23,6 +23,6 @@ $(TSAN_DIR)/tsan: tsan/tsan.c mk/tsan.mk
 	@mkdir -p $(@D)
 	$(TSAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CPPFLAGS) $(TSAN_FLAGS) $(LDFLAGS) -o $@ tsan/tsan.c -lsqlite3 -lpthread
 
-tsan: deps
+tsan: deps ## the extension under ThreadSanitizer from many threads
 	@$(MAKE) -s $(TSAN_DIR)/redlock.so $(TSAN_DIR)/tsan
 	@/usr/bin/python3 tsan/run.py $(TSAN_DIR) $(TSAN_SECONDS)

@@ -20,5 +20,5 @@ $(UNIT_BIN): unit/unit.c $(UNIT_ENGINE) $(HEADERS) Makefile mk/unit.mk
 	$(UNIT_CC) -std=c11 -D_GNU_SOURCE $(WARN) -Isrc $(CPPFLAGS) $(UNIT_FLAGS) $(LDFLAGS) -o $@ unit/unit.c $(UNIT_ENGINE) \
 	  -lhiredis -lcrypto -lpthread
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) ## build and run the C unit tests (SANITIZE=1: sanitized)
 	@$(UNIT_BIN)
