@@ -1,5 +1,6 @@
 # redlock: a SQLite loadable extension for Redlock distributed locks.
 #   make          build ./redlock.so
+#   make check    the unit tests and a 1-node subset of the SQL tests (< 1 min)
 #   make test     install missing packages (as root), build, run every test
 #   make demo     run the example batch job on three local Redis nodes
 #   make help     every target, one line each: the `## ` comment on its rule
@@ -36,7 +37,7 @@ ENGINE_SRC = $(sort $(wildcard src/*.c))
 EXT_SRC    = $(sort $(wildcard ext/*.c))
 HEADERS    = $(wildcard src/*.h ext/*.h)
 
-.PHONY: all deps test demo bench clean help
+.PHONY: all deps check test demo bench clean help
 
 all: redlock.so ## build ./redlock.so (the default target)
 
@@ -53,6 +54,19 @@ ifeq ($(SANITIZE),1)
 else
 	@$(MAKE) -s redlock.so
 	@/usr/bin/python3 sql-tests/run.py $(TESTS)
+endif
+
+# The edit-test loop, under a minute: the C unit tests, then the SQL tests
+# sql-tests/check.txt lists (one node; the most coverage per second; see
+# there). SANITIZE=1: both against the ASan + UBSan builds.
+check: deps ## unit tests and a 1-node subset of the SQL tests, under a minute
+ifeq ($(SANITIZE),1)
+	@$(MAKE) -s unit SANITIZE=1
+	@$(MAKE) -s sanitize-test TESTS='--from sql-tests/check.txt'
+else
+	@$(MAKE) -s redlock.so
+	@$(MAKE) -s unit
+	@/usr/bin/python3 sql-tests/run.py --from sql-tests/check.txt
 endif
 
 demo: deps ## run the example batch job on three local Redis nodes
