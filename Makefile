@@ -80,8 +80,8 @@ clean: ## remove ./redlock.so and build/
 help: ## this list: every target, one line each
 	@awk '/^[A-Za-z0-9_.-]+:.*## / { t = $$0; sub(/:.*/, "", t); d = $$0; sub(/^[^#]*## /, "", d); \
 	  printf "  %-14s %s\n", t, d }' $(MAKEFILE_LIST)
-	@echo "Variables (README.md): CC CFLAGS CPPFLAGS LDFLAGS LTOFLAGS WERROR SANITIZE TESTS" \
-	  "DESTDIR PREFIX LIBDIR"
+	@echo "Variables (docs/getting-started.md, docs/testing.md): CC CFLAGS CPPFLAGS LDFLAGS" \
+	  "LTOFLAGS WERROR SANITIZE TESTS DESTDIR PREFIX LIBDIR"
 
 # Further targets live in fragments of their own, read in this order (the
 # order `make help` lists them in): installing and packaging; the C unit
