@@ -10,10 +10,10 @@
 
 SQLITE_EXTENSION_INIT3
 
-static void on_event(void *ctx, int kind, const char *msg) {
+static void on_event(void *ctx, const rl_event *ev) {
     (void)ctx;
     int code;
-    switch (kind) {
+    switch (ev->kind) {
     case RL_EVENT_NODE_DOWN: code = REDLOCK_LOG_NODE_DOWN; break;
     case RL_EVENT_NODE_UP: code = REDLOCK_LOG_NODE_UP; break;
     case RL_EVENT_LOCK_LOST: code = REDLOCK_LOG_LOCK_LOST; break;
@@ -24,7 +24,7 @@ static void on_event(void *ctx, int kind, const char *msg) {
     /* sqlite3_log formats into a buffer of 210 bytes and cuts what does
      * not fit, maybe inside a character: cut it first, whole characters. */
     char line[REDLOCK_LOG_MAX + 4];
-    sqlite3_log(code, "%s", rl_text_excerpt(line, sizeof line, msg, strlen(msg), REDLOCK_LOG_MAX));
+    sqlite3_log(code, "%s", rl_text_excerpt(line, sizeof line, ev->msg, strlen(ev->msg), REDLOCK_LOG_MAX));
 }
 
 void redlock_log_install(rl_client *c) { rl_client_set_events(c, on_event, NULL); }

@@ -29,7 +29,16 @@ rl_client *rl_client_new(void) {
     c->set = (rl_settings)RL_SETTINGS_DEFAULTS;
     int ok = 1;
     for (int i = 0; text_settings(&c->set, i); i++) ok &= (*text_settings(&c->set, i) = calloc(1, 1)) != NULL;
-    if (!ok || pthread_mutex_init(&c->mu, NULL) != 0) {
+    c->events = malloc(sizeof *c->events);
+    if (!ok || !c->events || rl_events_init(c->events) != 0) {
+        free(c->events);
+        free_text_settings(&c->set);
+        free(c);
+        return NULL;
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        rl_events_destroy(c->events);
+        free(c->events);
         free_text_settings(&c->set);
         free(c);
         return NULL;
@@ -38,6 +47,8 @@ rl_client *rl_client_new(void) {
     char *app = strdup(program_invocation_short_name ? program_invocation_short_name : "");
     if (!app) {
         pthread_mutex_destroy(&c->mu);
+        rl_events_destroy(c->events);
+        free(c->events);
         free_text_settings(&c->set);
         free(c);
         return NULL;
@@ -116,6 +127,8 @@ void rl_client_free(rl_client *c) {
     free_text_settings(&c->set);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
+    rl_events_destroy(c->events);
+    free(c->events);
     free(c);
 }
 
@@ -424,6 +437,7 @@ int rl_client_node_count(rl_client *c) {
 
 void rl_client_forget_after_fork(rl_client *c) {
     pthread_mutex_init(&c->mu, NULL);
+    rl_events_after_fork(c->events);
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         /* close() of a copied descriptor sends nothing: the parent's stays open. */
@@ -502,13 +516,23 @@ int64_t rl_client_guard_left_us(const rl_client *c, const rl_node *node, int64_t
     return up_us < need_us ? need_us - up_us : 0;
 }
 
-void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, int kind, const char *msg), void *ctx) {
+void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, const rl_event *ev), void *ctx) {
     c->on_event = fn;
     c->event_ctx = ctx;
 }
 
+void rl_client_report(const rl_client *c, const rl_event *ev) {
+    rl_events_add(c->events, ev);
+    if (c->on_event) c->on_event(c->event_ctx, ev);
+}
+
 void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg) {
-    if (c->on_event) c->on_event(c->event_ctx, (int)kind, msg);
+    rl_event ev = {.kind = (int)kind, .msg = msg};
+    rl_client_report(c, &ev);
+}
+
+int rl_client_events_copy(rl_client *c, rl_event_row **out) {
+    return rl_events_copy(c->events, out);
 }
 
 const char *rl_client_node_unfit(const rl_client *c, const rl_node *node) {

@@ -14,6 +14,7 @@
 
 #include "rl_conn.h"
 #include "rl_endpoint.h"
+#include "rl_events.h"
 #include "rl_kind.h"
 #include "rl_stats.h"
 #include "rl_text.h"
@@ -161,8 +162,9 @@ typedef struct rl_client {
      * caller's thread, c->mu not held); nonzero ends the wait. NULL: never. */
     int (*cancel)(void *ctx);
     void *cancel_ctx;
-    void (*on_event)(void *ctx, int kind, const char *msg); /* rl_client_set_events */
+    void (*on_event)(void *ctx, const rl_event *ev); /* rl_client_set_events */
     void *event_ctx;
+    rl_events *events;   /* owned: the recent events (rl_client_events_copy) */
     unsigned tls_gen;    /* counts writes of tls_* settings: contexts built
                             before the last one are rebuilt */
 } rl_client;
@@ -291,8 +293,13 @@ typedef enum {
 /* Installs the event callback (NULL: none), set once before the client is
  * used. It may be called on the caller's thread or on the auto-extension
  * thread, with c->mu or the session's mutex held: it must not call back
- * into the engine. */
-void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, int kind, const char *msg), void *ctx);
+ * into the engine. Every event is also kept in the client's ring
+ * (rl_client_events_copy), callback or not. */
+void rl_client_set_events(rl_client *c, void (*fn)(void *ctx, const rl_event *ev), void *ctx);
+
+/* The client's last RL_EVENTS_MAX events, oldest first (rl_events_copy):
+ * count, or -1 on OOM; free(*out). */
+int rl_client_events_copy(rl_client *c, rl_event_row **out);
 
 /* Copies node index i's id, statistics and last_error. Returns 0, or -1
  * when i is out of range. Takes c->mu. */
@@ -327,8 +334,12 @@ int64_t rl_client_timeout_us(const rl_client *c, const rl_node *node);
  * last_error. Caller holds c->mu. */
 void rl_client_find_duplicates(rl_client *c);
 
-/* Reports an event through the owner's callback, if any. */
+/* Reports an event about no node and no lock (rl_client_report). */
 void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg);
+
+/* Keeps ev in the client's ring and reports it through the owner's
+ * callback, if any. */
+void rl_client_report(const rl_client *c, const rl_event *ev);
 
 /* "evicting" or "cluster" when the node checks (rl_nodecheck.h) keep node
  * out under the present settings, else NULL. */

@@ -384,12 +384,13 @@ static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long 
     return stored + rl_lock_fence_raise(c, r, fence, RL_FENCE_ARGC, w.argv, w.lens, why, whylen);
 }
 
-/* Tells the owner (rl_client_event) that an acquisition failed for lack of a quorum. */
+/* Tells the owner (rl_client_report) that an acquisition failed for lack of a quorum. */
 static void report_no_quorum(const rl_client *c, const char *res, size_t reslen, const rl_outcome *out) {
     char name[72], msg[sizeof out->msg + 128];
     snprintf(msg, sizeof msg, "redlock: could not lock '%s': %s", rl_text_excerpt(name, sizeof name, res, reslen, 64),
              out->msg);
-    rl_client_event(c, RL_EVENT_NO_QUORUM, msg);
+    rl_client_report(c, &(rl_event){.kind = RL_EVENT_NO_QUORUM, .res = res, .reslen = reslen,
+                     .msg = msg});
 }
 
 rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,

@@ -125,7 +125,8 @@ void rl_node_mark_down(rl_client *c, rl_node *node, const char *why, int stalled
         char name[320], msg[640];
         rl_node_name(node, name, sizeof name);
         snprintf(msg, sizeof msg, "redlock: %s marked down: %.255s", name, node->last_error);
-        rl_client_event(c, RL_EVENT_NODE_DOWN, msg);
+        rl_client_report(c, &(rl_event){.kind = RL_EVENT_NODE_DOWN, .node_id = node->id,
+                         .msg = msg});
     }
 }
 
@@ -214,7 +215,8 @@ void rl_node_mark_up(rl_client *c, rl_node *node) {
         char name[320], msg[400];
         rl_node_name(node, name, sizeof name);
         snprintf(msg, sizeof msg, "redlock: %s is back up", name);
-        rl_client_event(c, RL_EVENT_NODE_UP, msg);
+        rl_client_report(c, &(rl_event){.kind = RL_EVENT_NODE_UP, .node_id = node->id,
+                         .msg = msg});
     }
     if (node->health != RL_HEALTH_UP) node->last_error[0] = '\0';
     node->health = RL_HEALTH_UP;
@@ -341,7 +343,8 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
             else
                 snprintf(msg, sizeof msg, "redlock: %s refused: evicts keys (maxmemory-policy %s; allow_evicting_nodes is 0)",
                          name, node->maxmemory_policy);
-            rl_client_event(c, RL_EVENT_NODE_REFUSED, msg);
+            rl_client_report(c, &(rl_event){.kind = RL_EVENT_NODE_REFUSED, .node_id = node->id,
+                             .msg = msg});
         }
         break;
     case RL_K_ROLE:

@@ -50,7 +50,8 @@ static void mark_lost(rl_session *s, rl_held *h, const char *why) {
         char name[72], msg[400];
         rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
         snprintf(msg, sizeof msg, "redlock: lock '%s' lost by auto-extension: %.250s", name, why);
-        rl_client_event(s->client, RL_EVENT_LOCK_LOST, msg);
+        rl_client_report(s->client, &(rl_event){.kind = RL_EVENT_LOCK_LOST, .res = h->res, .reslen = h->reslen,
+                                                .msg = msg});
     }
     h->lost = 1;
     snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);

@@ -1,8 +1,9 @@
 /* unit: table-driven tests of the engine's pure modules, the parts whose
  * exact bytes no SQL test can see: URL parsing and formatting (rl_endpoint),
  * the RESP command formatter and reply reader (rl_resp), reply
- * classification into votes (rl_vote), and the text cleaning and secret
- * masking of everything shown to users (rl_text). Each table row is one
+ * classification into votes (rl_vote), the text cleaning and secret
+ * masking of everything shown to users (rl_text), and the ring of recent
+ * events (rl_events). Each table row is one
  * case; a failing row prints its table, row and what differed.
  *
  *   make unit              build/unit/unit (ASan+UBSan with SANITIZE=1)
@@ -15,6 +16,7 @@
 
 #include "rl_endpoint.h"
 #include "rl_evalsha.h"
+#include "rl_events.h"
 #include "rl_floor.h"
 #include "rl_nameindex.h"
 #include "rl_resp.h"
@@ -728,6 +730,57 @@ static void test_evalsha(void) {
            "out of range");
 }
 
+/* ---- rl_events: the ring of recent events -------------------------------- */
+
+static void test_events_ring(void) {
+    rl_events e;
+    expect(rl_events_init(&e) == 0, "events", "init");
+    rl_event_row *rows;
+    int n = rl_events_copy(&e, &rows);
+    expect(n == 0, "events", "empty: %d rows", n);
+    free(rows);
+    /* More than the ring holds: the oldest go, the order stays. */
+    char msg[32], res[16];
+    for (int i = 1; i <= RL_EVENTS_MAX + 7; i++) {
+        snprintf(msg, sizeof msg, "event %d", i);
+        snprintf(res, sizeof res, "r%d", i);
+        rl_event ev = {.kind = i % 3 + 1, .node_id = i % 2 ? i : 0, .res = i % 5 ? res : NULL,
+                       .reslen = strlen(res), .msg = msg};
+        rl_events_add(&e, &ev);
+    }
+    n = rl_events_copy(&e, &rows);
+    expect(n == RL_EVENTS_MAX, "events", "kept %d, want %d", n, RL_EVENTS_MAX);
+    for (int k = 0; rows && k < n; k++) {
+        int i = k + 8;
+        snprintf(msg, sizeof msg, "event %d", i);
+        snprintf(res, sizeof res, "r%d", i);
+        const rl_event_row *r = &rows[k];
+        expect(r->seq == (uint64_t)i && r->kind == i % 3 + 1 && r->node_id == (i % 2 ? i : 0) &&
+                   strcmp(r->msg, msg) == 0 && r->has_res == (i % 5 != 0) && (!r->has_res || strcmp(r->res, res) == 0),
+               "events", "row %d: seq %llu kind %d node %lld res %s msg %s", k, (unsigned long long)r->seq, r->kind,
+               (long long)r->node_id, r->has_res ? r->res : "(none)", r->msg);
+        expect(r->age_ms >= 0 && r->wall_ms > 0, "events", "row %d: age %lld wall %lld", k, (long long)r->age_ms,
+               (long long)r->wall_ms);
+    }
+    free(rows);
+    /* A long message and name are cut at a character boundary; control bytes go. */
+    char big[1000];
+    memset(big, 'a', sizeof big);
+    memcpy(big + RL_EVENT_RES_MAX - 1, "\xc3\xa9", 2); /* an e-acute across the name's limit */
+    big[5] = '\n';
+    big[sizeof big - 1] = '\0';
+    rl_events_add(&e, &(rl_event){.kind = 1, .res = big, .reslen = sizeof big - 1, .msg = big});
+    n = rl_events_copy(&e, &rows);
+    const rl_event_row *last = rows && n > 0 ? &rows[n - 1] : NULL;
+    expect(last && strlen(last->msg) <= RL_EVENT_MSG_MAX + 3 && strchr(last->msg, '\n') == NULL &&
+               strcmp(last->msg + strlen(last->msg) - 3, "...") == 0,
+           "events", "long message: %s", last ? last->msg : "(none)");
+    expect(last && strlen(last->res) == RL_EVENT_RES_MAX - 1 + 3 && strcmp(last->res + RL_EVENT_RES_MAX - 1, "...") == 0,
+           "events", "long name cut before the character that does not fit: %zu bytes", last ? strlen(last->res) : 0);
+    free(rows);
+    rl_events_destroy(&e);
+}
+
 int main(void) {
     test_url_parse();
     test_resp_format();
@@ -743,6 +796,7 @@ int main(void) {
     test_text_clean();
     test_text_from_server();
     test_evalsha();
+    test_events_ring();
     printf("unit: %d cases, %d failed\n", cases, failures);
     return failures ? 1 : 0;
 }
