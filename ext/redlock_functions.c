@@ -1,6 +1,6 @@
 /* redlock_functions: the SQL functions redlock_acquire, redlock_lock,
  * redlock_acquire_shared, redlock_release, redlock_release_all, redlock_extend, redlock_validity,
- * redlock_fence, redlock_config and redlock_version. Each checks its
+ * redlock_check, redlock_fence, redlock_config and redlock_version. Each checks its
  * arguments, calls the engine, and turns the outcome into a value, a NULL,
  * or an error that starts with "redlock: ".
  * SPDX-License-Identifier: BSD-3-Clause */
@@ -209,6 +209,34 @@ static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int64(ctx, rl_session_validity(redlock_state_of(ctx)->session, res, reslen, token, toklen));
 }
 
+/* redlock_check(resource [, min_validity_ms]): the ms of validity left
+ * when this connection holds resource with more than min_validity_ms (0
+ * by default) left; else an error naming the lock and saying why, so a
+ * script run with .bail on stops where redlock_validity would say 0. */
+static void fn_check(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    size_t reslen;
+    int64_t margin = 0;
+    const char *res = arg_resource(ctx, argv[0], &reslen);
+    if (!res) return;
+    if (argc > 1 && redlock_arg_ms(ctx, argv[1], "min_validity_ms", 0, RL_TTL_MAX_MS, &margin) != 0) return;
+    rl_held h;
+    if (rl_session_find(redlock_state_of(ctx)->session, res, reslen, &h) != 0)
+        redlock_result_error(ctx, "lock '%s' is not held by this connection (not taken here, released, or "
+                                  "detached); take it first, e.g. SELECT redlock_lock('%s', ttl_ms)", NAME(res), NAME(res));
+    else if (h.lost)
+        redlock_result_error(ctx, "lock '%s' was lost: %s; stop the work it protects, then take it again and start "
+                                  "over", NAME(res), h.lost_why);
+    else if (h.validity_ms == 0)
+        redlock_result_error(ctx, "lock '%s' has expired: its validity ran out while it was held; take it again and "
+                                  "start over (extend it in time with redlock_extend, or set auto_extend to 1 before "
+                                  "taking it)", NAME(res));
+    else if (h.validity_ms <= margin)
+        redlock_result_error(ctx, "lock '%s' has %lld ms of validity left, not more than the %lld ms asked; extend it "
+                                  "first (redlock_extend) or ask for less", NAME(res), (long long)h.validity_ms,
+                             (long long)margin);
+    else sqlite3_result_int64(ctx, h.validity_ms);
+}
+
 static void fn_fence(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
     size_t reslen;
@@ -391,6 +419,7 @@ int redlock_register_functions(sqlite3 *db, redlock_state *st) {
         {"redlock_lock", 2, fn_lock},       {"redlock_lock", 3, fn_lock},
         {"redlock_release_all", 0, fn_release_all},
         {"redlock_validity", 1, fn_validity}, {"redlock_validity", 2, fn_validity},
+        {"redlock_check", 1, fn_check},       {"redlock_check", 2, fn_check},
         {"redlock_fence", 1, fn_fence},
         {"redlock_ping", 0, fn_ping},
         {"redlock_holder", 1, fn_holder},

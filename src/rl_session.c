@@ -790,6 +790,7 @@ int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out)
     if (i >= 0) {
         *out = s->held[i];
         out->res = NULL;
+        out->validity_ms = left_ms(&s->held[i]);
     }
     pthread_mutex_unlock(&s->mu);
     return i >= 0 ? 0 : -1;

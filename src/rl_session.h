@@ -238,7 +238,8 @@ int rl_session_snapshot(rl_session *s, rl_held **out);
 void rl_session_snapshot_free(rl_held *rows, int n);
 
 /* Finds the held lock on res and copies it into *out (res not copied:
- * out->res is NULL). Returns 0, or -1 when this session does not hold it. */
+ * out->res is NULL), with its validity_ms as rl_session_validity would say
+ * it now. Returns 0, or -1 when this session does not hold it. */
 int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out);
 
 /* ---- the auto-extension thread (rl_session_keeper.c) ---- */
