@@ -29,6 +29,8 @@ static const char *kind_name(int kind) {
     case RL_EVENT_LOCK_LOST: return "lock_lost";
     case RL_EVENT_NO_QUORUM: return "no_quorum";
     case RL_EVENT_NODE_REFUSED: return "node_refused";
+    case RL_EVENT_EXTEND_FAILED: return "extend_failed";
+    case RL_EVENT_LOCK_EXPIRED: return "lock_expired";
     default: return "other";
     }
 }

@@ -1,6 +1,7 @@
 /* redlock_ext: the extension's entry point. It creates the per-connection
- * state, seeds redlock_nodes from REDLOCK_NODES (or 127.0.0.1:6379), and
- * registers the SQL functions and tables.
+ * state, seeds redlock_nodes from REDLOCK_NODES (or 127.0.0.1:6379),
+ * registers the SQL functions and tables, and connects the engine's
+ * callbacks (cancel, on_lost, log) to the connection.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "redlock_ext.h"
 #include "redlock_events.h"
@@ -68,6 +69,21 @@ static int interrupted(void *ctx) {
     return rc == SQLITE_INTERRUPT;
 }
 
+/* The session's on_lost callback: a lock taken with the on_lost setting
+ * is lost or ran out of validity, so the statement running on the
+ * connection (ctx) must not write on as if it held it. Called on the
+ * keeper's thread or the caller's with the session's mutex held:
+ * sqlite3_interrupt only sets a flag, is safe from any thread, and does
+ * nothing when no statement runs. The db is never closed under it: the
+ * session is freed by the last destructor sqlite3_close runs, before the
+ * db itself, and its keeper is joined first thing there. */
+static void interrupt_on_lost(void *ctx, const char *res, size_t reslen, const char *why) {
+    (void)res;
+    (void)reslen;
+    (void)why;
+    sqlite3_interrupt((sqlite3 *)ctx);
+}
+
 /* SQLITE_EXTENSION_INIT2 writes the API pointer on every load, while
  * other threads may be reading it through connections loaded before: a
  * data race, if one that writes the same value. It is written once here
@@ -99,6 +115,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     redlock_state *st = redlock_state_new();
     if (!st) return SQLITE_NOMEM;
     rl_client_set_cancel(rl_session_client(st->session), interrupted, db);
+    rl_session_set_on_lost(st->session, interrupt_on_lost, db);
     redlock_log_install(rl_session_client(st->session));
     int rc = seed_nodes(st, pzErrMsg);
     if (rc == SQLITE_OK) rc = redlock_register_functions(db, st);

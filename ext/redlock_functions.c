@@ -187,11 +187,22 @@ static void fn_extend(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (!res || redlock_arg_ms(ctx, argv[1], "ttl_ms", 1, RL_TTL_MAX_MS, &ttl) != 0) return;
     if (argc > 2 && !(token = arg_token(ctx, argv[2], &toklen))) return;
     if (!redlock_txn_extend_allowed(ctx, redlock_state_of(ctx), res, reslen, token, toklen, ttl)) return;
+    rl_session *s = redlock_state_of(ctx)->session;
+    /* A lock of this connection's taken with on_lost: found lost, the
+     * statement stops (it is interrupted too) with the reason, instead of
+     * a NULL that a script would go past. */
+    rl_held h;
+    int watched = rl_session_find(s, res, reslen, &h) == 0 && h.on_lost &&
+                  (!token || (toklen == RL_TOKEN_LEN && memcmp(h.token, token, toklen) == 0));
     int not_held;
     rl_outcome o;
-    rl_status st = rl_session_extend(redlock_state_of(ctx)->session, res, reslen, token, toklen, ttl, &not_held, &o);
+    rl_status st = rl_session_extend(s, res, reslen, token, toklen, ttl, &not_held, &o);
     if (not_held) sqlite3_result_null(ctx);
     else if (st == RL_OK) sqlite3_result_int64(ctx, o.validity_ms);
+    else if (st == RL_REFUSED && watched)
+        redlock_result_error(ctx, "lock '%s' was not extended: %s (it was taken with on_lost 1: the statement "
+                                  "stops instead of returning NULL; take the lock again and start over)",
+                             NAME(res), o.msg);
     else result_failure(ctx, "extend", res, &o);
 }
 

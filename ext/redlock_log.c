@@ -19,6 +19,8 @@ static void on_event(void *ctx, const rl_event *ev) {
     case RL_EVENT_LOCK_LOST: code = REDLOCK_LOG_LOCK_LOST; break;
     case RL_EVENT_NO_QUORUM: code = REDLOCK_LOG_NO_QUORUM; break;
     case RL_EVENT_NODE_REFUSED: code = REDLOCK_LOG_NODE_REFUSED; break;
+    case RL_EVENT_EXTEND_FAILED: code = REDLOCK_LOG_EXTEND_FAILED; break;
+    case RL_EVENT_LOCK_EXPIRED: code = REDLOCK_LOG_LOCK_EXPIRED; break;
     default: return;
     }
     /* sqlite3_log formats into a buffer of 210 bytes and cuts what does

@@ -16,6 +16,8 @@
 #define REDLOCK_LOG_LOCK_LOST    (SQLITE_WARNING | (103 << 8))
 #define REDLOCK_LOG_NO_QUORUM    (SQLITE_WARNING | (104 << 8))
 #define REDLOCK_LOG_NODE_REFUSED (SQLITE_WARNING | (105 << 8))
+#define REDLOCK_LOG_EXTEND_FAILED (SQLITE_WARNING | (106 << 8))
+#define REDLOCK_LOG_LOCK_EXPIRED  (SQLITE_WARNING | (107 << 8))
 
 /* Bytes of a message kept (longer ones end in "..."). */
 #define REDLOCK_LOG_MAX 200

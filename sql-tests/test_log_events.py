@@ -1,7 +1,8 @@
 """Events through SQLite's log: a C host that installs SQLITE_CONFIG_LOG
 sees one sqlite3_log line, with its own extended code, for a node marked
 down and back up, a lock lost by auto-extension, an acquisition that failed
-for lack of a quorum, and a node refused by the node checks."""
+for lack of a quorum, a node refused by the node checks, a lock taken with
+on_lost that expired, and an auto-extension that got too few answers."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import os
@@ -20,6 +21,8 @@ NODE_UP = 27 | (102 << 8)
 LOCK_LOST = 28 | (103 << 8)
 NO_QUORUM = 28 | (104 << 8)
 NODE_REFUSED = 28 | (105 << 8)
+EXTEND_FAILED = 28 | (106 << 8)
+LOCK_EXPIRED = 28 | (107 << 8)
 
 _built = {}
 
@@ -166,6 +169,28 @@ def test_node_refused_once_1n():
         eq(lines[0], "redlock: node 1 127.0.0.1:%d refused: evicts keys (maxmemory-policy volatile-ttl; "
            "allow_evicting_nodes is 0)" % node.port, "the line")
         eq(len([c for c, _ in d.logs if c == NO_QUORUM]), 2, "and each failed acquisition")
+    finally:
+        d.close()
+        node.terminate()
+
+
+def test_lock_expired_and_extend_failed_1n():
+    node = h.RedisNode()
+    d = Driver([node], on_lost=1, timeout_ms=100)
+    try:
+        eq(d.sql("SELECT redlock_acquire('ex', 200) IS NOT NULL"), (["1"], None), "acquire")
+        eq(d.wait_log(LOCK_EXPIRED), ["redlock: lock 'ex' expired: its validity ran out while it was held"],
+           "the keeper watching a lock taken with on_lost")
+        eq(d.sql("SELECT redlock_config('auto_extend', 1)"), (["1"], None), "auto_extend")
+        eq(d.sql("SELECT redlock_acquire('ef', 900) IS NOT NULL"), (["1"], None), "acquire")
+        node.stop()
+        try:
+            lines = d.wait_log(EXTEND_FAILED)
+        finally:
+            node.cont()
+        eq(len(lines), 1, "one extend-failed line")
+        check(lines[0].startswith("redlock: lock 'ef' not extended, trying again while it is valid: "),
+              "the line: %r" % lines[0])
     finally:
         d.close()
         node.terminate()

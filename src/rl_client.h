@@ -117,6 +117,8 @@ typedef struct rl_settings {
     int64_t allow_cluster_nodes;  /* 0: a cluster node's votes do not count */
     int64_t holder_info;      /* 1: acquisitions write holder details (rl_lock_holder.c) */
     int64_t evalsha;          /* 1: scripts a node has cached go by digest (rl_evalsha.h) */
+    int64_t on_lost;          /* 1: the owner is told when a lock taken from now on
+                                 is lost or runs out of validity (rl_session_set_on_lost) */
     char *client_name;        /* owned: the app name in holder details */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
@@ -285,9 +287,11 @@ int rl_client_node_view(rl_client *c, int i, rl_node_view *out);
 typedef enum {
     RL_EVENT_NODE_DOWN = 1, /* a node was marked down */
     RL_EVENT_NODE_UP,       /* a node marked down answered again */
-    RL_EVENT_LOCK_LOST,     /* the auto-extension thread found a lock lost */
+    RL_EVENT_LOCK_LOST,     /* a held lock was found lost (by the keeper's or an owner's extend) */
     RL_EVENT_NO_QUORUM,     /* an acquisition failed for lack of a quorum */
     RL_EVENT_NODE_REFUSED,  /* a node refused by the node checks (rl_nodecheck.h) */
+    RL_EVENT_EXTEND_FAILED, /* the keeper's extend got too few answers; it tries again while valid */
+    RL_EVENT_LOCK_EXPIRED,  /* a held lock's validity ran out while it was held */
 } rl_event_kind;
 
 /* Installs the event callback (NULL: none), set once before the client is

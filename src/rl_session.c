@@ -68,6 +68,20 @@ void rl_session_free(rl_session *s) {
 
 rl_client *rl_session_client(rl_session *s) { return s->client; }
 
+void rl_session_set_on_lost(rl_session *s, void (*fn)(void *ctx, const char *res, size_t reslen, const char *why),
+                            void *ctx) {
+    s->on_lost = fn;
+    s->on_lost_ctx = ctx;
+}
+
+void rl_session_report_end(rl_session *s, rl_held *h, int kind, const char *msg, const char *why) {
+    if (h->ended_told) return;
+    h->ended_told = 1;
+    /* The owner first: what it does (interrupt a statement) cannot come too soon. */
+    if (h->on_lost && s->on_lost) s->on_lost(s->on_lost_ctx, h->res, h->reslen, why);
+    rl_client_report(s->client, &(rl_event){.kind = kind, .res = h->res, .reslen = h->reslen, .msg = msg});
+}
+
 void rl_session_settle(rl_session *s) { rl_round_settle(s->client); }
 
 int rl_held_extend_ended(rl_held *h, rl_status st, uint64_t op, int sent, int64_t ran_until_us) {
@@ -93,6 +107,10 @@ static int64_t left_ms_at(const rl_held *h, int64_t now_us) {
 
 static int64_t left_ms(const rl_held *h) {
     return left_ms_at(h, rl_now_us());
+}
+
+int64_t rl_held_left_ms(const rl_held *h, int64_t now_us) {
+    return left_ms_at(h, now_us);
 }
 
 /* The name of held lock i, for the name index. */
@@ -255,6 +273,7 @@ static int record(rl_session *s, const char *res, size_t reslen, const char *tok
     h->op = o->op;
     h->yes_nodes = o->yes;
     h->acquired_us = now_us;
+    h->on_lost = s->client->set.on_lost != 0; /* settings change only on this thread */
     if (auto_extend) {
         h->auto_extend = 1;
         h->next_extend_us = now_us + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
@@ -271,7 +290,8 @@ static int remember(rl_session *s, const char *res, size_t reslen, const char *t
     if (record(s, res, reslen, token, ttl_ms, rl_client_drift_us(s->client, ttl_ms), ended_at(o), o, kind, max_holders,
                auto_extend) != 0)
         return -1;
-    if (auto_extend && rl_session_keeper_kick(s) != 0) {
+    /* The keeper also watches the validity of a lock taken with on_lost. */
+    if ((auto_extend || s->held[s->nheld - 1].on_lost) && rl_session_keeper_kick(s) != 0) {
         forget(s, s->nheld - 1);
         return -1;
     }
@@ -543,7 +563,13 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (ours && left_ms(&s->held[i]) == 0) {
         /* Our validity has ended: someone else may hold it by now. Never bring it back;
          * delete what may be left of it. */
-        if (!s->held[i].lost) rl_session_count_lost(s, &s->held[i]);
+        rl_held *h = &s->held[i];
+        if (!h->lost) rl_session_count_lost(s, h);
+        char name[72], msg[200];
+        snprintf(msg, sizeof msg, "redlock: lock '%s' %s before redlock_extend was called",
+                 rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64), h->lost ? "was lost" : "had expired");
+        rl_session_report_end(s, h, h->lost ? RL_EVENT_LOCK_LOST : RL_EVENT_LOCK_EXPIRED, msg,
+                              h->lost ? h->lost_why : "its validity ran out while it was held");
         forget(s, i);
         pthread_mutex_unlock(&s->mu);
         rl_lock_release(s->client, res, reslen, token, toklen, out);
@@ -566,6 +592,8 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
     if (i >= 0 && same_token(&s->held[i], token, toklen) && out->op > s->held[i].op) {
         rl_held *h = &s->held[i];
         int undecided = rl_held_extend_ended(h, st, out->op, out->sent, ran_until);
+        /* A lock the keeper watches gets a new deadline (maybe a sooner one). */
+        if (h->on_lost) pthread_cond_broadcast(&s->wake);
         if (st == RL_OK) {
             h->valid_until_us = out->valid_until_us;
             h->ttl_ms = ttl_ms;
@@ -573,6 +601,10 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             h->extensions++;
             if (h->auto_extend) h->next_extend_us = rl_now_us() + RL_AUTO_EXTEND_PERIOD_US(ttl_ms);
         } else if (st == RL_REFUSED) {
+            char name[72], msg[RL_ERR_REASON_MAX + 120];
+            snprintf(msg, sizeof msg, "redlock: lock '%s' lost: redlock_extend found it gone: %.250s",
+                     rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64), out->msg);
+            rl_session_report_end(s, h, RL_EVENT_LOCK_LOST, msg, out->msg);
             forget(s, i);
         } else if (undecided) {
             /* The keeper extends it again before the cap, with its own TTL,
@@ -910,7 +942,8 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
             if (record(s, res[done], lens[done], token, ttl_ms, drift, now, &o, RL_KIND_EXCLUSIVE, 0, auto_extend) != 0)
                 break;
         }
-        int failed = done < n || (auto_extend && rl_session_keeper_kick(s) != 0);
+        int watched = done > 0 && s->held[s->nheld - 1].on_lost;
+        int failed = done < n || ((auto_extend || watched) && rl_session_keeper_kick(s) != 0);
         if (failed)
             while (done-- > 0) forget(s, s->nheld - 1);
         else

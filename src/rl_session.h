@@ -69,6 +69,13 @@ typedef struct rl_held {
     int64_t acquired_us;     /* rl_now_us() when this lock was taken (hold times) */
     int lost;                /* an extension failed or came too late */
     char lost_why[RL_ERR_REASON_MAX];
+    int on_lost;             /* taken with on_lost set: the owner is told when it is
+                                lost or its validity runs out, which the keeper
+                                watches for (rl_session_set_on_lost) */
+    int ended_told;          /* its loss or expiry was reported (an event, and the
+                                owner told when on_lost), so it is not again */
+    int retrying;            /* the keeper's extends got too few answers since its
+                                last success (reported once: RL_EVENT_EXTEND_FAILED) */
     int batch_slot;          /* while in the keeper's batch in flight: its place
                                 in it, from 1 (else 0) */
     int64_t validity_ms;     /* snapshots only: the validity left when the
@@ -89,7 +96,20 @@ typedef struct rl_session {
     int editing_nodes;  /* between rl_session_nodes_begin and _done */
     rl_lockstats stats; /* per name used (rl_stats.h) */
     int taken_since_look; /* locks listed since ended ones were last looked for (RL_HELD_LOOK_EVERY) */
+    void (*on_lost)(void *ctx, const char *res, size_t reslen, const char *why); /* rl_session_set_on_lost */
+    void *on_lost_ctx;
 } rl_session;
+
+/* Installs the callback told when a lock taken with the on_lost setting is
+ * found lost (the keeper's extend or the owner's was refused, or too few
+ * nodes answered until its validity ran out) or its validity runs out
+ * while it is held, once per lock, as soon as this session knows: on the
+ * keeper's thread or the caller's, with s->mu held, so it must not call
+ * into the engine (it may interrupt what the owner's thread is doing).
+ * NULL: none. Set once, before the session is used; the keeper is stopped
+ * (rl_session_free) before the session, and so the callback, goes. */
+void rl_session_set_on_lost(rl_session *s, void (*fn)(void *ctx, const char *res, size_t reslen, const char *why),
+                            void *ctx);
 
 /* A copy of the per-name statistics (*out, free with
  * rl_lockstats_copy_free); count, or -1 on OOM. *untracked: calls on
@@ -113,6 +133,10 @@ int rl_held_extend_ended(rl_held *h, rl_status st, uint64_t op, int sent, int64_
 /* When h's validity ends as this session knows it: valid_until_us, or
  * sooner while a keeper extend with a shorter TTL is on its way. */
 int64_t rl_held_until_us(const rl_held *h);
+
+/* Whole ms of h's validity left at now_us (rl_held_until_us), 0 when lost:
+ * the one measure every decision and reader uses. */
+int64_t rl_held_left_ms(const rl_held *h, int64_t now_us);
 
 /* A new session with a new client; NULL on OOM. */
 rl_session *rl_session_new(void);
@@ -247,6 +271,11 @@ int rl_session_find(rl_session *s, const char *res, size_t reslen, rl_held *out)
 /* Index in s->held of the lock on res (a session holds a name at most
  * once), or -1. Caller holds s->mu. */
 int rl_session_held_index(rl_session *s, const char *res, size_t reslen);
+
+/* Reports the end of held lock h once (an event of kind, RL_EVENT_LOCK_LOST
+ * or RL_EVENT_LOCK_EXPIRED, with msg), and tells the owner (on_lost) when
+ * h was taken with that setting. Caller holds s->mu. */
+void rl_session_report_end(rl_session *s, rl_held *h, int kind, const char *msg, const char *why);
 
 /* Starts the thread if it is not running and wakes it to look at the held
  * locks again. Returns 0, -1 when no thread could be started. Caller holds

@@ -9,6 +9,8 @@
  * ran out first (counted, and told as an event), and stops when the
  * session ends. A lock released by its owner leaves the held list
  * before its release is sent, so the keeper never extends it afterwards.
+ * For the locks taken with on_lost it also watches the validity, so that
+ * the owner is told the moment one runs out, extended or not.
  * SPDX-License-Identifier: BSD-3-Clause */
 #include <signal.h>
 #include <stdio.h>
@@ -45,16 +47,32 @@ static int find_held(rl_session *s, const char *res, size_t reslen, const char *
 }
 
 static void mark_lost(rl_session *s, rl_held *h, const char *why) {
-    if (!h->lost) {
+    int was_lost = h->lost;
+    h->lost = 1;
+    snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
+    if (!was_lost) {
         rl_session_count_lost(s, h);
         char name[72], msg[400];
         rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
         snprintf(msg, sizeof msg, "redlock: lock '%s' lost by auto-extension: %.250s", name, why);
-        rl_client_report(s->client, &(rl_event){.kind = RL_EVENT_LOCK_LOST, .res = h->res, .reslen = h->reslen,
-                                                .msg = msg});
+        rl_session_report_end(s, h, RL_EVENT_LOCK_LOST, msg, h->lost_why);
     }
-    h->lost = 1;
-    snprintf(h->lost_why, sizeof h->lost_why, "%.250s", why);
+}
+
+/* Reports a keeper's extend that too few nodes answered, for the n locks
+ * that were extended last time (the first one's name and reason given):
+ * they are tried again while valid, and not reported again until one
+ * succeeds, so an outage does not push every other event out of the ring. */
+static void report_retry(rl_session *s, int n, const char *res, size_t reslen, const char *why) {
+    char name[72], msg[400];
+    if (n == 1)
+        snprintf(msg, sizeof msg, "redlock: lock '%s' not extended, trying again while it is valid: %.250s",
+                 rl_text_excerpt(name, sizeof name, res, reslen, 64), why);
+    else
+        snprintf(msg, sizeof msg, "redlock: %d locks not extended, trying again while they are valid: %.250s", n,
+                 why);
+    rl_client_report(s->client, &(rl_event){.kind = RL_EVENT_EXTEND_FAILED, .res = n == 1 ? res : NULL,
+                                            .reslen = reslen, .msg = msg});
 }
 
 /* One lock of a batch: its copy of what the call needs, kept while s->mu
@@ -146,8 +164,9 @@ static int64_t next_due(const rl_held *h, int64_t now) {
 
 /* What the keeper's extend of held lock h (item it, ending with op) means
  * for it: as for one extend, only a call that decided after the owner's
- * last one counts. Caller holds s->mu. */
-static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, int sent, rl_status call) {
+ * last one counts. Returns 1 when it is to be tried again (too few
+ * answers, still valid) after a success, else 0. Caller holds s->mu. */
+static int apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t op, int sent, rl_status call) {
     int64_t ran_until = h->inflight_until_us;
     h->inflight_until_us = 0;
     int64_t now = rl_now_us(), ttl = it->ttl_ms;
@@ -155,7 +174,7 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         /* A later call (the owner's extend) decided after this one was sent:
          * its result stands, whatever this one says. */
         if (h->next_extend_us == INT64_MAX) h->next_extend_us = next_due(h, now);
-        return;
+        return 0;
     }
     rl_status st = call == RL_OK ? it->status : call;
     rl_held_extend_ended(h, st, op, sent, ran_until);
@@ -163,6 +182,7 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         h->valid_until_us = it->valid_until_us;
         h->extensions++;
         h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
+        h->retrying = 0;
     } else if (st == RL_REFUSED) {
         mark_lost(s, h, it->why);
     } else if (h->valid_until_us <= now) {
@@ -172,7 +192,11 @@ static void apply(rl_session *s, rl_held *h, const rl_extend_item *it, uint64_t 
         int64_t retry = ttl * 1000 / 10;
         if (retry > 1000000) retry = 1000000;
         h->next_extend_us = now + retry;
+        if (h->retrying) return 0;
+        h->retrying = 1;
+        return 1;
     }
+    return 0;
 }
 
 /* Extends the locks of b in one round; s->mu is held on entry and exit,
@@ -183,6 +207,8 @@ static void extend_batch(rl_session *s, batch *b) {
     int sent;
     rl_status call = rl_lock_extend_many(s->client, b->items, b->n, &op, &sent);
     pthread_mutex_lock(&s->mu);
+    int retries = 0;
+    const rl_extend_item *first_retry = NULL;
     for (int i = 0; i < s->nheld; i++) {
         rl_held *h = &s->held[i];
         int slot = h->batch_slot;
@@ -195,8 +221,9 @@ static void extend_batch(rl_session *s, batch *b) {
         if (memcmp(h->token, it->token, RL_TOKEN_LEN) != 0 || h->reslen != it->reslen ||
             memcmp(h->res, it->res, it->reslen) != 0)
             continue;
-        apply(s, h, it, op, sent, call);
+        if (apply(s, h, it, op, sent, call) && !retries++) first_retry = it;
     }
+    if (retries) report_retry(s, retries, first_retry->res, first_retry->reslen, first_retry->why);
     pthread_cond_broadcast(&s->wake); /* a detach may wait for one of these extends */
     free(b->items);
     free(b->block);
@@ -253,6 +280,7 @@ static void extend_one(rl_session *s, int i) {
         h->valid_until_us = o.valid_until_us;
         h->extensions++;
         h->next_extend_us = now + RL_AUTO_EXTEND_PERIOD_US(ttl);
+        h->retrying = 0;
     } else if (st == RL_REFUSED) {
         mark_lost(s, h, o.msg);
     } else if (h->valid_until_us <= now) {
@@ -262,6 +290,8 @@ static void extend_one(rl_session *s, int i) {
         int64_t retry = ttl * 1000 / 10;
         if (retry > 1000000) retry = 1000000;
         h->next_extend_us = now + retry;
+        if (!h->retrying) report_retry(s, 1, h->res, h->reslen, o.msg);
+        h->retrying = 1;
     }
 }
 
@@ -277,18 +307,43 @@ static int due_shared(const rl_session *s, int64_t now, int64_t *next) {
     return -1;
 }
 
+/* Reports each lock taken with on_lost whose validity has run out, once:
+ * one the keeper extends is lost (not extended in time: its nodes did not
+ * answer), another has expired. *next is lowered to the time the earliest
+ * of the others runs out (as rl_held_left_ms counts: under 1 ms left is
+ * none). Caller holds s->mu. */
+static void watch_validity(rl_session *s, int64_t now, int64_t *next) {
+    for (int i = 0; i < s->nheld; i++) {
+        rl_held *h = &s->held[i];
+        if (!h->on_lost || h->ended_told || h->lost) continue;
+        if (rl_held_left_ms(h, now) > 0) {
+            int64_t ends = rl_held_until_us(h) - 999;
+            if (ends < *next) *next = ends;
+        } else if (h->auto_extend) {
+            mark_lost(s, h, "its validity ran out before the keeper could extend it");
+        } else {
+            char name[72], msg[200];
+            snprintf(msg, sizeof msg, "redlock: lock '%s' expired: its validity ran out while it was held",
+                     rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64));
+            rl_session_report_end(s, h, RL_EVENT_LOCK_EXPIRED, msg, "its validity ran out while it was held");
+        }
+    }
+}
+
 static void *keeper_main(void *arg) {
     rl_session *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->keeper_stop) {
         batch b = {0};
-        int64_t next;
+        int64_t next, ends = INT64_MAX;
+        /* First, so a run of extends cannot hold back telling of a lock that ran out. */
+        watch_validity(s, rl_now_us(), &ends);
         int n = collect(s, &b, rl_now_us(), &next);
         if (n > 0) extend_batch(s, &b);
         /* Then one shared hold, so a long run of batches does not starve them. */
         int i = s->keeper_stop ? -1 : due_shared(s, rl_now_us(), &next);
         if (i >= 0) extend_one(s, i);
-        else if (n <= 0) wait_until(s, next);
+        else if (n <= 0) wait_until(s, ends < next ? ends : next);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

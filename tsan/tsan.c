@@ -3,7 +3,9 @@
  * extension's threads meet: the keeper extending while its owner acquires,
  * extends, lists and releases; acquires waiting for a lock another thread
  * holds and woken by its release; connections closed while their keeper
- * is extending.
+ * is extending; a lock taken with on_lost left to run out, the keeper
+ * writing its event and interrupting the connection while this thread
+ * reads redlock_events or closes it.
  *
  *   tsan conns SECONDS   THREADS threads, one connection each
  *   tsan shared SECONDS  THREADS threads sharing one connection opened with
@@ -128,6 +130,31 @@ static void contend(sqlite3 *db) {
     if (q(db, "SELECT redlock_release('tsan:hot')", NULL, NULL, NULL) != 1) failed("release of the hot lock", db);
 }
 
+/* Like q, for statements that the keeper may interrupt (on_lost): errors
+ * are not failures. */
+static void q_quiet(sqlite3 *db, const char *sql, const char *a) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return;
+    if (a) sqlite3_bind_text(st, 1, a, -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+    }
+    sqlite3_finalize(st);
+}
+
+/* A lock taken with on_lost and no auto-extension, left to run out (its
+ * TTL varies with round, so the keeper's interrupt comes before, during or
+ * after the reads of redlock_events, or the close that follows). Nothing
+ * after it but the close, which an interrupt cannot fail. */
+static void run_out(sqlite3 *db, const char *tag, int round) {
+    char res[64], sql[128];
+    snprintf(res, sizeof res, "tsan:out:%s", tag);
+    q_quiet(db, "SELECT redlock_config('on_lost', 1), redlock_config('auto_extend', 0)", NULL);
+    snprintf(sql, sizeof sql, "SELECT redlock_acquire(?1, %d)", 100 + (round % 4) * 100);
+    q_quiet(db, sql, res);
+    double until = now_s() + 0.2;
+    while (now_s() < until) q_quiet(db, "SELECT count(*), max(id) FROM redlock_events", NULL);
+}
+
 static void *conn_thread(void *arg) {
     int id = (int)(long)arg;
     double end = now_s() + run_seconds;
@@ -144,7 +171,8 @@ static void *conn_thread(void *arg) {
         /* closed with locks held and the keeper running: it must stop
          * first, then they are given back */
         q(db, "SELECT redlock_acquire('tsan:close:' || ?1, 600)", tag, NULL, NULL);
-        sleep_ms(250);
+        run_out(db, tag, round);
+        sleep_ms(50);
         sqlite3_close(db);
     }
     return NULL;
