@@ -4,7 +4,7 @@
  * through hiredis's parser alone beside it; every reply parsed is
  * classified by rl_vote_classify
  * for every command kind and handed to rl_node_on_setup_reply for every
- * set-up kind, on a minimal client of two nodes.
+ * set-up kind (the ACL probe's too), on a minimal client of two nodes.
  *
  * Invariants: no crash, leak or undefined behaviour; the quick path reads
  * the same replies as hiredis alone, and fails where it fails; a vote is yes only in
@@ -43,6 +43,8 @@ static void reset_node(rl_node *n) {
     n->run_id[0] = '\0';
     n->info_known = n->role_known = 0;
     n->uptime_ms = -1;
+    n->acl_missing = 0;
+    n->check_reported = 0;
     n->last_error[0] = '\0';
 }
 
@@ -102,7 +104,9 @@ static void classify(const rl_reply *r, int depth) {
             if (r->type == REDIS_REPLY_ERROR) FUZZ_CHECK(st == RL_V_FAIL, "an error reply is not a failure");
         }
     }
-    for (int kind = RL_K_AUTH; kind <= RL_K_ROLE; kind++) {
+    static const int setup_kinds[] = {RL_K_AUTH, RL_K_SELECT, RL_K_INFO, RL_K_ROLE, RL_K_ACL};
+    for (size_t k = 0; k < sizeof setup_kinds / sizeof setup_kinds[0]; k++) {
+        int kind = setup_kinds[k];
         rl_node *a = client->nodes[0], *b = client->nodes[1];
         reset_node(a);
         reset_node(b);

@@ -5,8 +5,9 @@
 #   make unit             build and run build/unit/unit
 # SPDX-License-Identifier: BSD-3-Clause
 
-UNIT_ENGINE := src/rl_clock.c src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_events.c src/rl_floor.c \
-               src/rl_nameindex.c src/rl_proc.c src/rl_random.c src/rl_resp.c src/rl_text.c src/rl_vote.c
+UNIT_ENGINE := src/rl_acl.c src/rl_clock.c src/rl_endpoint.c src/rl_error.c src/rl_evalsha.c src/rl_events.c \
+               src/rl_floor.c src/rl_nameindex.c src/rl_proc.c src/rl_random.c src/rl_resp.c src/rl_text.c \
+               src/rl_vote.c
 # SAN_CC and SAN_FLAGS come from mk/hardening.mk: expanded when the recipe
 # runs (=, not :=), so they are there whichever fragment make reads first.
 UNIT_CC      = $(if $(filter 1,$(SANITIZE)),$(SAN_CC),$(CC))

@@ -4,10 +4,15 @@ the URL, db selection (the key lands in that db), wrong or missing
 credentials as a clear per-node error (in last_error and in the acquire
 error), and the password never shown: not in redlock_nodes (password and
 url columns masked), not in any error message, not in redlock_version(),
-redlock_config() or redlock_locks, not in what the sqlite3 shell prints."""
+redlock_config() or redlock_locks, not in what the sqlite3 shell prints.
+The Redis user a lock needs (docs/security.md): the documented ACL line
+does everything, a user with one command less is refused with the command
+named, and the list of the scripts' commands matches their text."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import json
+import os
+import re
 import sqlite3
 
 import harness as h
@@ -514,3 +519,164 @@ def test_the_masked_password_is_not_kept_for_another_server():
     con.execute("UPDATE redlock_nodes SET port = ?, password = ?", (other, "another-password"))
     eq(node_rows(con)[0]["port"], other, "moved with a password of its own")
     no_secret_in_table(con)
+
+
+# --------------------------------------------------------------------------
+# the Redis user a lock needs (docs/security.md)
+# --------------------------------------------------------------------------
+
+LOCK_PW = "L0ck-Pa55-word"
+# rules of the documented line a lock works without (waking waiters,
+# scripts by digest, redlock_ping)
+OPTIONAL_RULES = {"+evalsha", "+publish", "+pubsub|numsub", "+subscribe", "+unsubscribe", "+ping"}
+
+
+def _read(*path):
+    with open(os.path.join(h.REPO, *path), encoding="utf-8") as f:
+        return f.read()
+
+
+def doc_acl_rules():
+    """The rules of the ACL SETUSER line in docs/security.md (after the user name)."""
+    lines = [l for l in _read("docs", "security.md").splitlines()
+             if l.startswith("ACL SETUSER redlock on ")]
+    eq(len(lines), 1, "the lock user's ACL SETUSER lines in docs/security.md")
+    return [">" + LOCK_PW if r.startswith(">") else r for r in lines[0].split()[3:]]
+
+
+def acl_list():
+    """(command, arguments, need) of each entry of RL_ACL_LIST in src/rl_acl.c."""
+    src = _read("src", "rl_acl.c")
+    body = src[src.index("#define RL_ACL_LIST(X)"):]
+    body = body[:body.index("\n\n")]
+    return re.findall(r'X\("([a-z ]+)", "([^"]*)", ([A-Z]+)\)', body)
+
+
+def lock_user(node, name, rules):
+    """ACL user `name` on node with exactly `rules`; its URL."""
+    node.cmd("ACL", "SETUSER", name, "reset", *rules)
+    return url(node, name, LOCK_PW)
+
+
+def test_acl_list_matches_the_scripts():
+    """The one list of the commands the scripts use (src/rl_acl.c) is the
+    set the scripts' text calls, plus EVAL and EVALSHA that run them; each
+    entry's arguments fit the command's arity (a newer Redis refuses a
+    check with other counts), and the documented ACL line grants exactly
+    the list, the waiters' SUBSCRIBE and UNSUBSCRIBE, INFO, ROLE and PING."""
+    listed = acl_list()
+    names = {name for name, _, _ in listed}
+    eq(len(names), len(listed), "commands listed once")
+    called = set()
+    for m in re.finditer(r"\bp?call\('([a-z]+)'(?:,\s*'([a-z]+)')?", _read("src", "rl_scripts.h")):
+        called.add(m.group(1) + (" " + m.group(2) if m.group(1) == "pubsub" else ""))
+    eq(sorted(names - {"eval", "evalsha"}), sorted(called), "commands the scripts call")
+    check({"eval", "evalsha"} <= names, "EVAL and EVALSHA listed")
+    needs = {name: need for name, _, need in listed}
+    eq(sorted(n for n, need in needs.items() if need == "FENCING"), ["incr", "persist"],
+       "needed with fencing only")
+    eq(sorted(n for n, need in needs.items() if need == "HOLDER"), ["hset"],
+       "needed with holder_info only")
+    node = h.shared_cluster(1).nodes[0]
+    for name, args, _ in listed:
+        info = node.cmd("COMMAND", "INFO", name.replace(" ", "|"))[0]
+        check(info, "COMMAND INFO knows %s" % name)
+        arity, argc = info[1], len(name.split()) + len(args.split())
+        check(argc == arity if arity > 0 else argc >= -arity,
+              "%s checked with %d words, arity %d" % (name, argc, arity))
+    rules = doc_acl_rules()
+    granted = {r[1:].replace("|", " ") for r in rules if r.startswith("+")}
+    eq(sorted(granted), sorted(names | {"subscribe", "unsubscribe", "info", "role", "ping"}),
+       "the documented rules")
+
+
+def test_the_documented_lock_user_can_do_everything_1n():
+    """A user created with exactly the documented line takes, extends and
+    releases exclusive (fenced, with holder details), shared and many-name
+    locks, reads the holder and pings; nothing stays behind."""
+    n = h.RedisNode()
+    con = h.connect(lock_user(n, "locker", doc_acl_rules()), timeout_ms=SLOW)
+    is_token(value(con, "SELECT redlock_acquire('lu', 10000)"), "acquire")
+    check(value(con, "SELECT redlock_fence('lu')") >= 1, "a fencing number")
+    check(value(con, "SELECT redlock_extend('lu', 20000)") > 10000, "extend")
+    eq(json.loads(value(con, "SELECT redlock_holder('lu')"))["kind"], "exclusive", "holder")
+    eq(value(con, "SELECT redlock_release('lu')"), 1, "release")
+    is_token(value(con, "SELECT redlock_acquire_shared('ls', 10000, 0, 2)"), "shared")
+    check(value(con, "SELECT redlock_extend('ls', 20000)") > 10000, "extend the shared hold")
+    eq(json.loads(value(con, "SELECT redlock_holder('ls')"))["holders"], 1, "shared holder")
+    eq(value(con, "SELECT redlock_release('ls')"), 1, "release the shared hold")
+    is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", '["m1", "m2"]'), "acquire_many")
+    eq(value(con, "SELECT redlock_release_many(?)", '["m1", "m2"]'), 2, "release_many")
+    eq(value(con, "SELECT redlock_ping()"), 1, "ping")
+    h.settle(con)
+    r = node_rows(con)[0]
+    eq((r["state"], r["last_error"]), ("up", None), "the node")
+    left = [k for k in n.keys() if not k.endswith(":fence") and "fence-floor" not in k]
+    eq(left, [], "keys left")
+
+
+def test_a_lock_user_with_one_command_less_is_refused_naming_it_1n():
+    """The documented line less any one rule the locks need: the node is
+    refused (state refused, no vote) with an error naming what is missing.
+    Without a rule it lists as optional, or without INCR and PERSIST with
+    fencing 0 and HSET with holder_info 0, locks still work. (Each user's
+    names are its own: the refused first call's acquire ran, and where the
+    user cannot run the release script its key stays until its TTL.)"""
+    n = h.RedisNode()
+    rules = doc_acl_rules()
+    for rule in [r for r in rules if r.startswith("+") and r not in ("+info", "+role")]:
+        user = "less-" + rule[1:].replace("|", "-")
+        fit = rule in OPTIONAL_RULES
+        less = [r for r in rules if r != rule]
+        settings = ({"fencing": 0} if rule in ("+incr", "+persist") else
+                    {"holder_info": 0} if rule == "+hset" else {})
+        con = h.connect(lock_user(n, user, less), timeout_ms=SLOW)
+        if not fit:
+            named = rule[1:].upper()
+            msg = acquire_error(con, user)
+            check(named in msg and "its vote does not count" in msg, "without %s: %r" % (rule, msg))
+            h.settle(con)
+            r = node_rows(con)[0]
+            eq(r["state"], "refused", "state without %s" % rule)
+            check(named in (r["last_error"] or ""),
+                  "last_error without %s: %r" % (rule, r["last_error"]))
+        con.close()
+        if not (fit or settings):
+            continue
+        con = h.connect(lock_user(n, user, less), timeout_ms=SLOW, **settings)
+        what = "without %s %r" % (rule, settings)
+        is_token(value(con, "SELECT redlock_acquire(?, 10000)", user + "-x"), "acquire " + what)
+        is_token(value(con, "SELECT redlock_acquire_shared(?, 10000)", user + "-s"),
+                 "shared " + what)
+        names = json.dumps([user + "-m1", user + "-m2"])
+        is_token(value(con, "SELECT redlock_acquire_many(?, 10000)", names), "many " + what)
+        eq(value(con, "SELECT redlock_release_all()"), 4, "released " + what)
+        eq(node_rows(con)[0]["state"], "up", "state " + what)
+        con.close()
+
+
+def test_a_user_who_can_set_but_not_release_gets_no_lock():
+    """With fencing 0 and holder_info 0 the acquisition is a plain SET: a
+    user allowed SET, GET, DEL, PEXPIRE, EVAL, EVALSHA, INFO, ROLE and
+    pub/sub but not TYPE took a lock that no release or extend could
+    touch (their scripts start with TYPE), so the key stayed its whole
+    TTL. Now such a node is refused, naming what it lacks; with two fit
+    nodes of three the lock works, and the refused node says why."""
+    rules = ["on", ">" + LOCK_PW, "~*", "&*", "+set", "+get", "+del", "+pexpire", "+eval",
+             "+evalsha", "+info", "+role", "+@pubsub"]
+    n = h.RedisNode()
+    con = h.connect(lock_user(n, "setter", rules), timeout_ms=SLOW, fencing=0, holder_info=0)
+    msg = acquire_error(con, "sr")
+    check("user setter may not run TYPE" in msg and "ACL SETUSER setter +type" in msg,
+          "the error: %r" % msg)
+    with h.Cluster(2) as fit:
+        con = h.connect(list(fit) + [lock_user(n, "setter", rules)], timeout_ms=SLOW, fencing=0,
+                        holder_info=0)
+        is_token(value(con, "SELECT redlock_acquire('sr3', 10000)"), "two fit nodes of three")
+        check(value(con, "SELECT redlock_extend('sr3', 20000)") > 10000, "extend")
+        eq(value(con, "SELECT redlock_release('sr3')"), 1, "release")
+        h.settle(con)
+        r = node_rows(con)[2]
+        eq(r["state"], "refused", "the node whose user may not run TYPE")
+        check("TYPE" in (r["last_error"] or ""), "its last_error: %r" % r["last_error"])
+        h.no_key(list(fit), "sr3", "on the fit nodes after release")

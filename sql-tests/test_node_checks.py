@@ -129,3 +129,34 @@ def test_node_without_info_counts_neither_yes_nor_no_3n():
         h.settle(con)
         eq(fit.get("ni"), None, "the failed attempt cleaned up on the fit node")
         eq(blind.get("ni"), "their-token", "the other client's key untouched")
+
+
+def _refused_keeps_reason(node_or_url, reason, **config):
+    """A node refused for `reason` shows state refused and keeps the reason
+    in last_error after the late answers to its failed call (the cleanup)
+    and after later calls it answers (a ping, a release)."""
+    con = h.connect([node_or_url], **config)
+    redlock_error(con, "SELECT redlock_acquire('rk', 10000)", contains=(reason,))
+    h.settle(con)
+    r = node_rows(con)[0]
+    eq(r["state"], "refused", "state after the failed call")
+    check(reason in (r["last_error"] or ""),
+          "last_error after the failed call: %r" % r["last_error"])
+    eq(value(con, "SELECT redlock_ping()"), 1, "it answers a ping")
+    value(con, "SELECT redlock_release('rk', 'not-a-token-of-anyone')")
+    h.settle(con)
+    r = node_rows(con)[0]
+    eq(r["state"], "refused", "state after later answers")
+    check(reason in (r["last_error"] or ""),
+          "last_error after later answers: %r" % r["last_error"])
+
+
+def test_a_node_without_eval_is_refused_even_for_plain_set_locks_1n():
+    """rename-command EVAL "": with fencing and holder_info off the
+    acquisition is a plain SET, which worked, while no release or extend
+    (scripts) could: the node is refused, naming EVAL."""
+    node = h.RedisNode(extra_args=["--rename-command", "EVAL", ""])
+    try:
+        _refused_keeps_reason(node.url, "may not run EVAL", fencing=0, holder_info=0)
+    finally:
+        node.terminate()

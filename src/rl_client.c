@@ -539,5 +539,9 @@ const char *rl_client_node_unfit(const rl_client *c, const rl_node *node) {
     if (node->in_cluster && !c->set.allow_cluster_nodes) return "cluster";
     if (node->maxmemory > 0 && strcmp(node->maxmemory_policy, "noeviction") != 0 && !c->set.allow_evicting_nodes)
         return "evicting";
+    /* Its user may not run a command the scripts need (a replica or a
+     * Sentinel is kept out by its ROLE, the reason it shows). */
+    rl_acl_mask needed = rl_acl_needed((int)c->set.fencing, (int)c->set.holder_info);
+    if (!node->is_replica && (node->acl_missing & needed)) return "refused";
     return NULL;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "rl_acl.h"
 #include "rl_conn.h"
 #include "rl_endpoint.h"
 #include "rl_events.h"
@@ -73,6 +74,7 @@ typedef struct rl_node {
     int64_t uptime_at_us;   /* rl_now_us() when INFO said it */
     int checks_known;       /* RL_CHECK_* bits read on the current connection */
     int check_reported;     /* the node was reported refused on this connection */
+    rl_acl_mask acl_missing; /* commands the current connection's user may not run (its probe) */
     int64_t maxmemory;      /* INFO memory: 0 when unlimited */
     char maxmemory_policy[32];
     int in_cluster;         /* INFO cluster: cluster_enabled:1 */
@@ -345,7 +347,8 @@ void rl_client_event(const rl_client *c, rl_event_kind kind, const char *msg);
  * callback, if any. */
 void rl_client_report(const rl_client *c, const rl_event *ev);
 
-/* "evicting" or "cluster" when the node checks (rl_nodecheck.h) keep node
+/* "evicting", "cluster" or "refused" (its user may not run a command the
+ * scripts need, rl_acl.h) when the node checks (rl_nodecheck.h) keep node
  * out under the present settings, else NULL. */
 const char *rl_client_node_unfit(const rl_client *c, const rl_node *node);
 

@@ -25,9 +25,11 @@ enum {
     RL_K_PING,        /* PING (redlock_ping) */
     RL_K_HOLDER,      /* read lock and holder details (rl_lock_holder.c) */
     RL_K_EXTEND_MANY, /* compare-and-pexpire of many keys, one script: an answer per key */
+    RL_K_ACL,         /* connection set-up, the last: which commands the user may run (rl_acl.h) */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */
-#define RL_KIND_IS_SETUP(kind) (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK)
+#define RL_KIND_IS_SETUP(kind) \
+    (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK || (kind) == RL_K_ACL)
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl_acl.h"
 #include "rl_clock.h"
 #include "rl_nodecheck.h"
 #include "rl_random.h"
@@ -73,6 +74,14 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
+    /* Last: the set-up replies before it are in when it answers. */
+    char key[1024 + sizeof RL_ACL_PROBE_KEY]; /* key_prefix has at most 1024 bytes */
+    int keylen = snprintf(key, sizeof key, "%.1024s%s", c->set.key_prefix, RL_ACL_PROBE_KEY);
+    size_t probe_len;
+    const char *probe[4] = {"EVAL", rl_acl_probe_script(&probe_len), "0", key};
+    size_t probe_lens[4] = {4, probe_len, 1, keylen > 0 ? (size_t)keylen : 0};
+    rl_tag probe_tag = {.op = op, .kind = RL_K_ACL, .deadline_us = deadline_us};
+    rc |= rl_conn_send(conn, &probe_tag, 4, probe, probe_lens);
     /* Behind AUTH and SELECT, so they run as our user on our database. */
     if (++node->conn_serial == 0) node->conn_serial = 1; /* 0 marks an owed cleanup not sent */
     rc |= rl_node_send_owed(node, conn, deadline_us);
@@ -88,6 +97,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
      * they have answered on this one, the node may be another server. */
     node->info_known = node->role_known = 0;
     node->checks_known = node->check_reported = 0;
+    node->acl_missing = 0;
     return 0;
 }
 
@@ -345,6 +355,16 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
                          name, node->maxmemory_policy);
             rl_client_report(c, &(rl_event){.kind = RL_EVENT_NODE_REFUSED, .node_id = node->id,
                              .msg = msg});
+        }
+        break;
+    case RL_K_ACL:
+        if (rl_nodecheck_on_acl(c, node, r)) {
+            char name[320], msg[600], names[160];
+            rl_node_name(node, name, sizeof name);
+            rl_acl_mask m = rl_acl_needed((int)c->set.fencing, (int)c->set.holder_info);
+            rl_acl_names(node->acl_missing & m, 0, 6, names, sizeof names);
+            snprintf(msg, sizeof msg, "redlock: %s refused: its user may not run %s", name, names);
+            rl_client_event(c, RL_EVENT_NODE_REFUSED, msg);
         }
         break;
     case RL_K_ROLE:

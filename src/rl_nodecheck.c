@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl_acl.h"
+
 int rl_nodecheck_info_field(const char *text, const char *name, char *out, size_t outlen) {
     size_t nl = strlen(name);
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
@@ -22,9 +24,27 @@ int rl_nodecheck_info_field(const char *text, const char *name, char *out, size_
     return -1;
 }
 
+/* Why node's user keeps it out: the commands it may not run, named, and
+ * the ACL rules that let them (both cut to fit a reason). */
+static void acl_refused(const rl_client *c, const rl_node *node, char *why, size_t whylen) {
+    rl_acl_mask m = rl_acl_needed((int)c->set.fencing, (int)c->set.holder_info);
+    const char *user = node->ep.username ? node->ep.username : "default";
+    char names[80], rules[80];
+    rl_acl_names(node->acl_missing & m, 0, 5, names, sizeof names);
+    rl_acl_names(node->acl_missing & m, 1, 5, rules, sizeof rules);
+    snprintf(why, whylen,
+             "user %.32s may not run %s on the lock's keys (refused by its ACL, or renamed); "
+             "its vote does not count (ACL SETUSER %.32s %s ~%.24s*)",
+             user, names, user, rules, c->set.key_prefix);
+}
+
 int rl_nodecheck_blocked(const rl_client *c, const rl_node *node, char *why, size_t whylen) {
     const char *unfit = rl_client_node_unfit(c, node);
     if (!unfit) return 0;
+    if (unfit[0] == 'r') {
+        acl_refused(c, node, why, whylen);
+        return 1;
+    }
     if (unfit[0] == 'c') {
         snprintf(why, whylen,
                  "node has cluster_enabled:1: a Redis Cluster node is not an independent master; its vote does not "
@@ -64,4 +84,14 @@ int rl_nodecheck_on_info(rl_client *c, rl_node *node, const rl_reply *r) {
         return 1;
     }
     return 0;
+}
+
+int rl_nodecheck_on_acl(rl_client *c, rl_node *node, const rl_reply *r) {
+    int told;
+    node->acl_missing = rl_acl_probe_missing(r, &told);
+    const char *unfit = rl_client_node_unfit(c, node);
+    if (!unfit || unfit[0] != 'r' || node->check_reported || node->auth_failed) return 0;
+    node->check_reported = 1;
+    acl_refused(c, node, node->last_error, sizeof node->last_error);
+    return 1;
 }

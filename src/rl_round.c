@@ -226,9 +226,14 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
             else if (state == RL_V_NO) RL_COUNT(node->stats.no);
             else RL_COUNT(node->stats.errors);
         }
-        if (node->auth_failed) return; /* last_error keeps the AUTH/SELECT failure */
-        if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-        else if (!keeps_reason(c, node)) node->last_error[0] = '\0';
+        /* last_error keeps the AUTH/SELECT failure, or the standing reason:
+         * what a late answer says of a node whose votes do not count (an
+         * error of the cleanup of a call refused for an ACL) is no news. */
+        if (node->auth_failed) return;
+        if (!keeps_reason(c, node)) {
+            if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+            else node->last_error[0] = '\0';
+        }
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
     }

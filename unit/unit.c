@@ -1,9 +1,9 @@
 /* unit: table-driven tests of the engine's pure modules, the parts whose
  * exact bytes no SQL test can see: URL parsing and formatting (rl_endpoint),
  * the RESP command formatter and reply reader (rl_resp), reply
- * classification into votes (rl_vote), the text cleaning and secret
- * masking of everything shown to users (rl_text), and the ring of recent
- * events (rl_events). Each table row is one
+ * classification into votes (rl_vote), the ACL probe's answers (rl_acl),
+ * the text cleaning and secret masking of everything shown to users
+ * (rl_text), and the ring of recent events (rl_events). Each table row is one
  * case; a failing row prints its table, row and what differed.
  *
  *   make unit              build/unit/unit (ASan+UBSan with SANITIZE=1)
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl_acl.h"
 #include "rl_endpoint.h"
 #include "rl_evalsha.h"
 #include "rl_events.h"
@@ -631,6 +632,84 @@ static void test_vote_items(void) {
     expect(rl_vote_items(&one, items, 1, why, sizeof why) == RL_V_FAIL, "vote_items", "an integer taken as an array");
 }
 
+/* ---- rl_acl: the ACL probe's answers ---------------------------------------- */
+
+static int acl_index(const char *name) {
+    for (int i = 0; i < rl_acl_count(); i++)
+        if (strcmp(rl_acl_command(i, NULL), name) == 0) return i;
+    return -1;
+}
+
+static void test_acl(void) {
+    int n = rl_acl_count(), known;
+    rl_reply yes = {.type = REDIS_REPLY_INTEGER, .integer = 1};
+    rl_reply no = {.type = REDIS_REPLY_INTEGER, .integer = 0};
+    rl_reply two = {.type = REDIS_REPLY_INTEGER, .integer = 2};
+    rl_reply *el[64];
+    for (int i = 0; i < n; i++) el[i] = &yes;
+    rl_reply arr = {.type = REDIS_REPLY_ARRAY, .elements = (size_t)n, .element = el};
+    expect(rl_acl_probe_missing(&arr, &known) == 0 && known, "acl", "every command allowed");
+    int type = acl_index("type"), incr = acl_index("incr"), hset = acl_index("hset");
+    int pub = acl_index("publish"), numsub = acl_index("pubsub numsub");
+    expect(type >= 0 && incr >= 0 && hset >= 0 && pub >= 0 && numsub >= 0, "acl", "the list");
+    el[type] = el[incr] = &no;
+    rl_acl_mask m = rl_acl_probe_missing(&arr, &known);
+    rl_acl_mask t = (rl_acl_mask)1 << type, i = (rl_acl_mask)1 << incr;
+    expect(known && m == (t | i), "acl", "TYPE and INCR missing");
+    expect((m & rl_acl_needed(0, 0)) == t, "acl", "INCR is needed only with fencing");
+    expect((m & rl_acl_needed(1, 0)) == m, "acl", "both needed with fencing");
+    expect(!(rl_acl_needed(1, 0) >> hset & 1) && (rl_acl_needed(0, 1) >> hset & 1), "acl",
+           "HSET only with holder_info");
+    expect(!(rl_acl_needed(1, 1) >> pub & 1), "acl", "PUBLISH is never needed");
+    char buf[128];
+    rl_acl_names(m, 0, 8, buf, sizeof buf);
+    expect(strcmp(buf, "TYPE, INCR") == 0, "acl_names", "names '%s'", buf);
+    rl_acl_names(m, 1, 8, buf, sizeof buf);
+    expect(strcmp(buf, "+type +incr") == 0, "acl_names", "rules '%s'", buf);
+    rl_acl_names(m, 1, 1, buf, sizeof buf);
+    expect(strcmp(buf, "+type and 1 more") == 0, "acl_names", "cut rules '%s'", buf);
+    rl_acl_names((rl_acl_mask)1 << numsub, 1, 8, buf, sizeof buf);
+    expect(strcmp(buf, "+pubsub|numsub") == 0, "acl_names", "a subcommand's rule '%s'", buf);
+    rl_acl_names((rl_acl_mask)1 << numsub, 0, 8, buf, sizeof buf);
+    expect(strcmp(buf, "PUBSUB NUMSUB") == 0, "acl_names", "a subcommand's name '%s'", buf);
+    rl_acl_names(m, 0, 8, buf, 6);
+    expect(strcmp(buf, "TYPE") == 0, "acl_names", "cut to fit whole names: '%s'", buf);
+    /* anything but n answers of 0 or 1 tells nothing */
+    el[0] = &two;
+    expect(rl_acl_probe_missing(&arr, &known) == 0 && !known, "acl", "an answer of 2");
+    el[0] = &yes;
+    arr.elements = (size_t)n - 1;
+    expect(rl_acl_probe_missing(&arr, &known) == 0 && !known, "acl", "one answer short");
+    expect(rl_acl_probe_missing(&no, &known) == 0 && !known, "acl", "0: no acl_check_cmd");
+    expect(rl_acl_probe_missing(NULL, &known) == 0 && !known, "acl", "no reply");
+    static const struct {
+        const char *err;
+        int eval_refused;
+    } errs[] = {
+        {"NOPERM this user has no permissions to run the 'eval' command", 1},
+        {"NOPERM User u has no permissions to run the 'eval' command", 1},
+        {"ERR unknown command 'EVAL', with args beginning with: 'if' '0' ", 1},
+        {"ERR unknown command `eval`, with args beginning with: ", 1},
+        {"ERR unknown command 'EVALSHA', with args beginning with: ", 0},
+        {"NOPERM this user has no permissions to run the 'evalsha' command", 0},
+        {"LOADING Redis is loading the dataset in memory", 0},
+        {"BUSY Redis is busy running a script", 0},
+    };
+    rl_acl_mask eval_bit = (rl_acl_mask)1 << acl_index("eval");
+    for (size_t k = 0; k < sizeof errs / sizeof errs[0]; k++) {
+        const char *text = errs[k].err;
+        rl_reply e = {.type = REDIS_REPLY_ERROR, .str = (char *)text, .len = strlen(text)};
+        m = rl_acl_probe_missing(&e, &known);
+        int want = errs[k].eval_refused;
+        expect(want ? known && m == eval_bit : !known && m == 0, "acl", "error '%s'", text);
+    }
+    size_t len;
+    const char *probe = rl_acl_probe_script(&len);
+    expect(len == strlen(probe) && strstr(probe, "'pubsub numsub ',") &&
+               strstr(probe, "'set K v',"),
+           "acl", "the probe lists the commands with their arguments");
+}
+
 /* ---- rl_text: cleaning and masking ---------------------------------------- */
 
 static void test_text_clean(void) {
@@ -797,6 +876,7 @@ int main(void) {
     test_text_from_server();
     test_evalsha();
     test_events_ring();
+    test_acl();
     printf("unit: %d cases, %d failed\n", cases, failures);
     return failures ? 1 : 0;
 }
