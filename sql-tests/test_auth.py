@@ -7,7 +7,8 @@ url columns masked), not in any error message, not in redlock_version(),
 redlock_config() or redlock_locks, not in what the sqlite3 shell prints.
 The Redis user a lock needs (docs/security.md): the documented ACL line
 does everything, a user with one command less is refused with the command
-named, and the list of the scripts' commands matches their text."""
+named, the list of the scripts' commands matches their text, and a
+refusal inside a script names its command."""
 # SPDX-License-Identifier: BSD-3-Clause
 
 import json
@@ -680,3 +681,38 @@ def test_a_user_who_can_set_but_not_release_gets_no_lock():
         eq(r["state"], "refused", "the node whose user may not run TYPE")
         check("TYPE" in (r["last_error"] or ""), "its last_error: %r" % r["last_error"])
         h.no_key(list(fit), "sr3", "on the fit nodes after release")
+
+
+def test_a_permission_refused_inside_a_script_is_named_1n():
+    """A fenced acquisition refused a command inside its script names it,
+    instead of blaming the counter or the fencing floor (which do not
+    exist), and leaves no lock key: a user that may not run INCR or GET
+    (the connection's probe names them), and a user whose INCR or GET is
+    taken away after the probe (only the script sees it then). A user
+    whose key patterns leave out the counter is refused by the node before
+    the script runs, and the error says what to change."""
+    n = h.RedisNode()
+    everything = ["on", ">" + LOCK_PW, "~*", "&*", "+@all"]
+    for minus, named in (("-incr", "INCR"), ("-get", "GET")):
+        con = h.connect(lock_user(n, "no" + minus[1:], everything + [minus]), timeout_ms=SLOW)
+        msg = acquire_error(con, "pn")
+        check("may not run %s" % named in msg and "holds no number" not in msg,
+              "without %s: %r" % (named, msg))
+    for minus, named in (("-incr", "(INCR pn:fence)"), ("-get", "(GET redlock-fence-floor)")):
+        user = "later" + minus
+        con = h.connect(lock_user(n, user, everything), timeout_ms=SLOW)
+        is_token(value(con, "SELECT redlock_acquire('pn', 10000)"), "acquire before %s" % minus)
+        eq(value(con, "SELECT redlock_release('pn')"), 1, "release before %s" % minus)
+        n.cmd("ACL", "SETUSER", user, minus)
+        msg = acquire_error(con, "pn")
+        check(named in msg and "can't run this command" in msg and "ACL SETUSER" in msg and
+              "holds no number" not in msg, "%s after the probe: %r" % (minus, msg))
+        h.settle(con)
+        eq(n.get("pn"), None, "the lock key deleted again (%s)" % minus)
+    keys = ["on", ">" + LOCK_PW, "&*", "+@all", "~pk", "~pk:holder", "~redlock-set:*"]
+    con = h.connect(lock_user(n, "keys", keys), timeout_ms=SLOW)
+    msg = acquire_error(con, "pk")
+    check("NOPERM" in msg and "ACL SETUSER" in msg and "holds no number" not in msg,
+          "keys: %r" % msg)
+    h.settle(con)
+    eq(n.get("pk"), None, "no lock key (keys)")

@@ -302,18 +302,33 @@
     "local p = had and redis.call('pttl', k) or -2 " \
     "if p ~= -1 and p < tonumber(t) then redis.call('pexpire', k, t) end end "
 
+/* ofvalue(e): the error e of a GET or INCR of a counter or floor is about
+ * the key's value (another type, not an integer, no room left), which
+ * makes it no key to draw from. failed(e, cmd, k): any other error (the
+ * user may not run the command or reach the key, OOM) goes back as it
+ * came, naming the command and key, after the lock key KEYS[1] is
+ * deleted again. */
+#define RL_LUA_FENCE_FAILED \
+    "local function ofvalue(e) return string.find(e.err, '^WRONGTYPE') " \
+    "or string.find(e.err, 'not an integer') or string.find(e.err, 'overflow') end " \
+    "local function failed(e, cmd, k) redis.call('del',KEYS[1]) " \
+    "return redis.error_reply(e.err .. ' (' .. cmd .. k .. ')') end "
+
 /* The fencing number of a single acquisition, once its lock key KEYS[1] is
  * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
  * (rl_floor.h), left in the counter, kept as RL_LUA_KEEP_FENCE says with
  * fttl; in f. A floor or counter that is not one to draw from
  * (RL_LUA_IS_FENCE; a key of another type too) is an error, and the lock
- * key is deleted again first. */
+ * key is deleted again first; so is any other error of their GET or INCR,
+ * which goes back as the node gave it (RL_LUA_FENCE_FAILED). */
 #define RL_LUA_DRAW_FENCE(ck, fk, fttl) \
-    RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE \
+    RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE RL_LUA_FENCE_FAILED \
     "local fl = redis.pcall('get'," fk ") " \
+    "if type(fl) == 'table' and not ofvalue(fl) then return failed(fl, 'GET ', " fk ") end " \
     "if type(fl) == 'table' or (fl and not isfence(fl)) then redis.call('del',KEYS[1]) " \
     "return notfence('fencing floor', " fk ") end " \
     "local f = redis.pcall('incr'," ck ") " \
+    "if type(f) == 'table' and not ofvalue(f) then return failed(f, 'INCR ', " ck ") end " \
     "if type(f) == 'table' or f < 1 or f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) " \
     "return notfence('fence counter', " ck ") end " \
     "local had = f ~= 1 " \

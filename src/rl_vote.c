@@ -25,6 +25,17 @@ static int unexpected(const rl_reply *r, char *why, size_t whylen) {
     return RL_V_FAIL;
 }
 
+/* Whether error text (len bytes) is the ACL refusing a command or a key:
+ * NOPERM for a command sent as it is; inside a script, Redis 7.0 says
+ * "The user executing the script can't run this command or subcommand"
+ * (or "can't access at least one of the keys"), later versions "ACL
+ * failure in script". */
+static int acl_refusal(const char *text, size_t len) {
+    return (len >= 6 && memcmp(text, "NOPERM", 6) == 0) ||
+           memmem(text, len, "user executing the script can't", 31) != NULL ||
+           memmem(text, len, "ACL failure in script", 21) != NULL;
+}
+
 /* A vote state with its reason. */
 static int said(int state, char *why, size_t whylen, const char *reason) {
     snprintf(why, whylen, "%s", reason);
@@ -48,6 +59,11 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
         /* A server may echo our arguments (a token, a password) in it. */
         int k = snprintf(why, whylen, "Redis error: ");
         if (k > 0 && (size_t)k < whylen) rl_text_from_server(why + k, whylen - (size_t)k, r->str, r->len, sec);
+        static const char hint[] =
+            "; the node's user needs that permission (see ACL SETUSER in the docs)";
+        size_t w = strlen(why);
+        if (r->str && acl_refusal(r->str, r->len) && w + sizeof hint <= whylen)
+            memcpy(why + w, hint, sizeof hint);
         return RL_V_FAIL;
     }
     int is_int = r->type == REDIS_REPLY_INTEGER;

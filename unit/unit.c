@@ -708,6 +708,19 @@ static void test_acl(void) {
     expect(len == strlen(probe) && strstr(probe, "'pubsub numsub ',") &&
                strstr(probe, "'set K v',"),
            "acl", "the probe lists the commands with their arguments");
+    /* a script's permission error says what to change */
+    long long value;
+    char why[RL_ERR_REASON_MAX];
+    const char *denied =
+        "ERR The user executing the script can't run this command or subcommand (INCR x:fence)";
+    rl_reply e = {.type = REDIS_REPLY_ERROR, .str = (char *)denied, .len = strlen(denied)};
+    rl_vote_classify(RL_K_ACQUIRE_FENCED, &e, NULL, &value, why, sizeof why);
+    expect(strstr(why, "(INCR x:fence)") && strstr(why, "ACL SETUSER"), "acl",
+           "a permission error: '%s'", why);
+    const char *other = "ERR value is not an integer or out of range";
+    rl_reply o = {.type = REDIS_REPLY_ERROR, .str = (char *)other, .len = strlen(other)};
+    rl_vote_classify(RL_K_ACQUIRE_FENCED, &o, NULL, &value, why, sizeof why);
+    expect(!strstr(why, "ACL"), "acl", "another error: '%s'", why);
 }
 
 /* ---- rl_text: cleaning and masking ---------------------------------------- */
