@@ -44,6 +44,7 @@ static void reset_node(rl_node *n) {
     n->info_known = n->role_known = 0;
     n->uptime_ms = -1;
     n->acl_missing = 0;
+    n->setup_done = n->setup_blind = 0;
     n->check_reported = 0;
     n->last_error[0] = '\0';
 }

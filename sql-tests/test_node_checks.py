@@ -151,6 +151,29 @@ def _refused_keeps_reason(node_or_url, reason, **config):
           "last_error after later answers: %r" % r["last_error"])
 
 
+def test_a_node_without_role_stays_refused_with_its_reason_1n():
+    """rename-command ROLE "": no vote, state refused, and the reason stays
+    (it used to show state up and last_error NULL right after the call it
+    made fail, the cleanup's late answer wiping the reason)."""
+    node = h.RedisNode(extra_args=["--rename-command", "ROLE", ""])
+    try:
+        _refused_keeps_reason(node.url, "INFO or ROLE gave no usable answer")
+    finally:
+        node.terminate()
+
+
+def test_a_user_without_dangerous_commands_stays_refused_with_its_reason_1n():
+    """The common '+@all -@dangerous' user loses INFO and ROLE: refused, and
+    the reason stays."""
+    node = h.RedisNode()
+    try:
+        node.cmd("ACL", "SETUSER", "safe", "on", ">S4fe-pw", "~*", "&*", "+@all", "-@dangerous")
+        _refused_keeps_reason("redis://safe:S4fe-pw@127.0.0.1:%d" % node.port,
+                              "INFO or ROLE gave no usable answer")
+    finally:
+        node.terminate()
+
+
 def test_a_node_without_eval_is_refused_even_for_plain_set_locks_1n():
     """rename-command EVAL "": with fencing and holder_info off the
     acquisition is a plain SET, which worked, while no release or extend

@@ -389,6 +389,7 @@ static const char *state_name(const rl_client *c, const rl_node *node, int64_t n
     if (node->conn && node->auth_failed) return "refused"; /* its AUTH or SELECT: no vote counts */
     if (node->duplicate_of) return "duplicate";
     if (node->is_replica) return "replica";
+    if (node->conn && node->setup_blind) return "refused"; /* INFO or ROLE: no vote counts */
     const char *unfit = rl_client_node_unfit(c, node);
     if (unfit) return unfit;
     if (node->conn && node->info_known && rl_client_guard_left_us(c, node, now) > 0) return "restarting";

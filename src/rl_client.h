@@ -75,6 +75,9 @@ typedef struct rl_node {
     int checks_known;       /* RL_CHECK_* bits read on the current connection */
     int check_reported;     /* the node was reported refused on this connection */
     rl_acl_mask acl_missing; /* commands the current connection's user may not run (its probe) */
+    int setup_done;         /* every set-up command answered on the current connection (the
+                               ACL probe, sent last, did) */
+    int setup_blind;        /* and INFO or ROLE gave no usable answer: the node is refused */
     int64_t maxmemory;      /* INFO memory: 0 when unlimited */
     char maxmemory_policy[32];
     int in_cluster;         /* INFO cluster: cluster_enabled:1 */

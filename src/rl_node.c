@@ -74,7 +74,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     const char *memory[2] = {"INFO", "memory"}, *cluster[2] = {"INFO", "cluster"};
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, memory);
     rc |= send_setup(conn, op, RL_K_NODECHECK, deadline_us, 2, cluster);
-    /* Last: the set-up replies before it are in when it answers. */
+    /* Last, so that its answer says every set-up reply is in (rl_node.setup_done). */
     char key[1024 + sizeof RL_ACL_PROBE_KEY]; /* key_prefix has at most 1024 bytes */
     int keylen = snprintf(key, sizeof key, "%.1024s%s", c->set.key_prefix, RL_ACL_PROBE_KEY);
     size_t probe_len;
@@ -98,6 +98,7 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     node->info_known = node->role_known = 0;
     node->checks_known = node->check_reported = 0;
     node->acl_missing = 0;
+    node->setup_done = node->setup_blind = 0;
     return 0;
 }
 
@@ -358,6 +359,13 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
         }
         break;
     case RL_K_ACL:
+        /* Every set-up reply is in: a node INFO or ROLE left unknown stays
+         * so on this connection, and says why until the next one. */
+        node->setup_done = 1;
+        node->setup_blind = !rl_node_known(node);
+        if (node->setup_blind && !node->auth_failed && !node->is_replica && !node->duplicate_of)
+            rl_node_vote_blocked(c, node, 0, rl_now_us(), node->last_error,
+                                 sizeof node->last_error);
         if (rl_nodecheck_on_acl(c, node, r)) {
             char name[320], msg[600], names[160];
             rl_node_name(node, name, sizeof name);

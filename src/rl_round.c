@@ -126,9 +126,11 @@ static int same_server_answered(const rl_client *c, rl_round *r, int i, int stat
 }
 
 /* Whether last_error holds a standing reason (duplicate, replica, a node
- * check) that a good answer must not wipe. */
+ * check, INFO or ROLE refused) that a good answer must not wipe: a late
+ * answer to a cleanup, say, comes right after the call it made fail. */
 static int keeps_reason(const rl_client *c, const rl_node *node) {
-    return node->duplicate_of || node->is_replica || rl_client_node_unfit(c, node);
+    return node->duplicate_of || node->is_replica || node->setup_blind ||
+           rl_client_node_unfit(c, node);
 }
 
 /* Keeps r's release (all of it but the script) for node, which still owes
