@@ -536,6 +536,12 @@ int rl_client_events_copy(rl_client *c, rl_event_row **out) {
     return rl_events_copy(c->events, out);
 }
 
+int rl_client_node_refused(const rl_client *c, const rl_node *node) {
+    if (node->auth_failed || node->setup_blind) return 1;
+    const char *unfit = rl_client_node_unfit(c, node);
+    return unfit && strcmp(unfit, "refused") == 0;
+}
+
 const char *rl_client_node_unfit(const rl_client *c, const rl_node *node) {
     if (node->in_cluster && !c->set.allow_cluster_nodes) return "cluster";
     if (node->maxmemory > 0 && strcmp(node->maxmemory_policy, "noeviction") != 0 && !c->set.allow_evicting_nodes)

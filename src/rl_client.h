@@ -355,6 +355,11 @@ void rl_client_report(const rl_client *c, const rl_event *ev);
  * out under the present settings, else NULL. */
 const char *rl_client_node_unfit(const rl_client *c, const rl_node *node);
 
+/* Whether node shows state "refused": it answers, but not as the user
+ * and database it is configured with (AUTH, SELECT, NOAUTH), its INFO or
+ * ROLE gave no usable answer, or its user may not run the scripts. */
+int rl_client_node_refused(const rl_client *c, const rl_node *node);
+
 /* Votes needed out of c->n nodes. */
 int rl_client_quorum(const rl_client *c);
 

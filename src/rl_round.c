@@ -245,9 +245,10 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     sec.withhold = r->withhold;
     int state = rl_vote_classify(tag->kind, rep, &sec, &v->value, why, sizeof why);
     if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it... */
-        /* ...but a refused node (AUTH or SELECT failed, NOAUTH) does not
-         * answer as the user and database it is configured with. */
-        if (node->auth_failed) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
+        /* ...but a refused node does not answer as the lock calls need
+         * (AUTH or SELECT failed, NOAUTH, INFO or ROLE unusable, or its
+         * user may not run the scripts): the count agrees with the state. */
+        if (rl_client_node_refused(c, node)) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
         else if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
         set_vote(r, v, state, why);
         return;
