@@ -762,12 +762,13 @@ class SqlProc:
     client machine. execute() returns rows; errors are raised as
     sqlite3.OperationalError with the extension's message."""
 
-    def __init__(self, nodes, defaults=False, **config):
+    def __init__(self, nodes, defaults=False, wrap=(), **config):
         require_extension()
         config = _test_config(config, defaults)
         env = _shell_env(nodes)
-        self.proc = subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker",
-                                      json.dumps(config)],
+        # wrap: an argv prefix, e.g. `ip netns exec NS` (netns.py)
+        self.proc = subprocess.Popen(list(wrap) + [PYTHON, os.path.abspath(__file__), "--worker",
+                                                   json.dumps(config)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env, text=True, bufsize=1)
         _track(self, _live_procs)
