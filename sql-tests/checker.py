@@ -157,20 +157,34 @@ def _interval_overlaps(holds):
     return pairs
 
 
+def _chain(h):
+    """The lock a hold belongs to: a lock handed on with detach and adopt
+    (checker_handoff.py) is one chain of holds with one fencing number,
+    named by the chain's first hold; any other hold is a chain of its own."""
+    return h.get("chain", h["id"])
+
+
 def _fence_disorder(holds):
-    """Holds with a fencing number not larger than every earlier hold's."""
-    n, top = 0, 0
+    """Holds with a fencing number not larger than every earlier hold's
+    (a later hold of the same chain carries the same number)."""
+    n, top, top_chain = 0, 0, None
     fenced = [h for h in sorted(holds, key=lambda h: h["start"]) if h["fence"] > 0]
     for h in fenced:
-        if h["fence"] <= top:
+        if h["fence"] < top or (h["fence"] == top and _chain(h) != top_chain):
             n += 1
-        top = max(top, h["fence"])
+        if h["fence"] > top:
+            top, top_chain = h["fence"], _chain(h)
     return n, len(fenced)
 
 
 def _stale_accepted(log, holds):
-    """Writes of an older hold the store accepted after a newer hold wrote."""
-    start = {h["id"]: h["start"] for h in holds}
+    """Writes of an older hold the store accepted after a newer hold wrote
+    (a chain of holds writes under the chain's name and starts with its
+    first hold)."""
+    start = {}
+    for h in holds:
+        c = _chain(h)
+        start[c] = min(start.get(c, h["start"]), h["start"])
     n, newest = 0, None
     for fence, hold, kind, accepted in log:
         if not accepted or hold not in start:
