@@ -60,7 +60,7 @@ import netns                        # noqa: E402
 
 WORKER = os.path.join(HERE, "checker_handoff_worker.py")
 TTL_MS = 400
-LONG_MS = 4000            # the receiver's extend: its keeper comes back only after LONG_MS / 3
+LONG_MS = 3000            # the receiver's extend: its keeper comes back only after LONG_MS / 3
 TIMEOUT_MS = 100
 WAIT_MS = 30              # short: a worker looks at its mailbox between attempts
 CONFIG = {"auto_extend": 1, "timeout_ms": TIMEOUT_MS, "retry_delay_ms": 20, "retry_jitter_ms": 10,

@@ -216,7 +216,7 @@ class HandoffWorker(cw.Worker):
             left = max(left, (end - t1) * 1000.0)
         if msg.get("sender_cut"):
             self.control(op="heal", pairs=[msg["sender_cut"]])
-            hold_s = self.rng.uniform(0.5, 0.9) * spec["long_ms"] / 1000.0
+            hold_s = self.rng.uniform(0.3, 0.5) * spec["long_ms"] / 1000.0
         else:
             hold_s = self.rng.uniform(*spec["hold_ms"]) / 1000.0
         self.run_segment(msg["token"], t1, left, msg["chain"], msg["fence"], hold_s)
