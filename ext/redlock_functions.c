@@ -217,7 +217,11 @@ static void fn_validity(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     const char *res = arg_resource(ctx, argv[0], &reslen), *token = NULL;
     if (!res) return;
     if (argc > 1 && !(token = arg_token(ctx, argv[1], &toklen))) return;
-    sqlite3_result_int64(ctx, rl_session_validity(redlock_state_of(ctx)->session, res, reslen, token, toklen));
+    /* NULL when not held with validity left, as extend and fence answer
+     * for a lock this connection does not hold. */
+    int64_t left = rl_session_validity(redlock_state_of(ctx)->session, res, reslen, token, toklen);
+    if (left > 0) sqlite3_result_int64(ctx, left);
+    else sqlite3_result_null(ctx);
 }
 
 /* redlock_check(resource [, min_validity_ms]): the ms of validity left

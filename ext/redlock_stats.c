@@ -37,8 +37,8 @@ typedef struct stats_cursor {
 } stats_cursor;
 
 static const char *const schemas[2] = {
-    "CREATE TABLE x(node_id INTEGER, calls INTEGER, yes INTEGER, no INTEGER, errors INTEGER, timeouts INTEGER, "
-    "down INTEGER, p50_us INTEGER, p99_us INTEGER, last_error TEXT)",
+    "CREATE TABLE x(id INTEGER, calls INTEGER, yes INTEGER, no INTEGER, errors INTEGER, timeouts INTEGER, "
+    "down INTEGER, p50_ms REAL, p99_ms REAL, last_error TEXT)",
     "CREATE TABLE x(resource TEXT, acquisitions INTEGER, refusals INTEGER, wait_total_ms INTEGER, "
     "wait_max_ms INTEGER, hold_max_ms INTEGER, lost INTEGER)",
 };
@@ -132,7 +132,7 @@ static int stats_eof(sqlite3_vtab_cursor *c) {
     return cur->i >= cur->n;
 }
 
-static void result_ms(sqlite3_context *ctx, int64_t v) {
+static void result_or_null(sqlite3_context *ctx, int64_t v) {
     if (v < 0) sqlite3_result_null(ctx);
     else sqlite3_result_int64(ctx, v);
 }
@@ -148,7 +148,10 @@ static int stats_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
     }
     const node_row *r = &cur->nodes[cur->i];
     const int64_t v[9] = {r->id, r->s.calls, r->s.yes, r->s.no, r->s.errors, r->s.timeouts, r->s.down, r->p50, r->p99};
-    if (col >= 0 && col < 9) result_ms(ctx, v[col]);
+    if (col == 7 || col == 8) { /* kept in µs, shown in ms as every time of the extension */
+        if (v[col] < 0) sqlite3_result_null(ctx);
+        else sqlite3_result_double(ctx, (double)v[col] / 1000.0);
+    } else if (col >= 0 && col < 9) result_or_null(ctx, v[col]);
     else if (col == 9) {
         if (r->last_error[0]) sqlite3_result_text(ctx, r->last_error, -1, SQLITE_TRANSIENT);
         else sqlite3_result_null(ctx);

@@ -143,7 +143,8 @@ class Worker:
     def validity(self, names):
         """The least validity left over names, measured from before the call."""
         t0 = time.monotonic()
-        v = min(self.con.execute("SELECT redlock_validity(?)", (n,)).fetchone()[0] for n in names)
+        vals = [self.con.execute("SELECT redlock_validity(?)", (n,)).fetchone()[0] for n in names]
+        v = 0 if None in vals else min(vals)  # NULL: not held with validity left
         return v, t0 + v / 1000.0
 
     def run_set(self, names, tok, t1):

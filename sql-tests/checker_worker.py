@@ -207,7 +207,7 @@ class Worker:
         os.kill(os.getpid(), signal.SIGSTOP)
         how = self.rng.choice(self.spec.get("pause_checks", ("validity", "extend", "release")))
         if how == "validity":
-            lost = self.one("SELECT redlock_validity(?)", self.res) == 0
+            lost = self.one("SELECT redlock_validity(?)", self.res) is None
         elif how == "extend":
             v, end = self.lease_from("SELECT redlock_extend(?, ?)", self.res, self.ttl)
             lost = v is None

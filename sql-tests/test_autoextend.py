@@ -187,8 +187,8 @@ def test_autoextend_lost_when_key_deleted():
         check(isinstance(r["lost_reason"], str) and r["lost_reason"],
               "lost_reason of %s: %r" % (r["resource"], r["lost_reason"]))
     note("lost_reason after DEL on every node: %r" % lock_row(con, "l1")["lost_reason"])
-    eq(value(con, "SELECT redlock_validity('l1')"), 0, "validity of a lost lock")
-    eq(value(con, "SELECT redlock_validity('l2', ?)", toks["l2"]), 0, "validity with its token")
+    eq(value(con, "SELECT redlock_validity('l1')"), None, "validity of a lost lock")
+    eq(value(con, "SELECT redlock_validity('l2', ?)", toks["l2"]), None, "validity with its token")
     # someone else takes l1 meanwhile; our keeper must leave it alone
     other = h.SqlProc(env(c))
     theirs = is_token(other.value("SELECT redlock_acquire('l1', 20000)"), "another process takes l1")
@@ -222,7 +222,7 @@ def test_autoextend_lost_when_key_deleted_shell():
              "SELECT redlock_validity('l1'), redlock_validity('l2');\n"
              "SELECT redlock_release('l1');\n"
              "SELECT redlock_extend('l2', 1000);\n", c, "lost locks in the shell")
-    eq(out, ["1", "1|1", "spun|1", "spun|1", "l1|0|lost|1|1", "l2|0|lost|1|1", "0|0", "0", "NULL"],
+    eq(out, ["1", "1|1", "spun|1", "spun|1", "l1|0|lost|1|1", "l2|0|lost|1|1", "NULL|NULL", "0", "NULL"],
        "shell output")
     no_key(c, "l1")
     no_key(c, "l2")
@@ -243,7 +243,7 @@ def test_autoextend_lost_when_all_nodes_killed():
         eq(r["validity_ms"], 0, "validity_ms of the lost lock")
         check(r["lost_reason"], "lost_reason: %r" % r["lost_reason"])
         note("lost_reason with every node killed: %r" % r["lost_reason"])
-        eq(value(con, "SELECT redlock_validity('k1')"), 0, "validity with every node dead")
+        eq(value(con, "SELECT redlock_validity('k1')"), None, "validity with every node dead")
         eq(value(con, "SELECT redlock_extend('k2', 1000)"), None, "extend with every node dead")
         for n in c:
             n.restart()
@@ -299,7 +299,7 @@ def test_autoextend_process_paused_past_ttl():
     sp = h.ShellProc(".nullvalue NULL\n"
                      "SELECT redlock_config('auto_extend', 1);\n"
                      "SELECT redlock_acquire('gc', %d) IS NOT NULL, redlock_fence('gc');\n" % TTL
-                     + spin_until("redlock_validity('gc') = 0") + "\n"
+                     + spin_until("redlock_validity('gc') IS NULL") + "\n"
                      + spin_until("(SELECT state FROM redlock_locks WHERE i >= 0) = 'lost'") + "\n"
                      "SELECT state, validity_ms, auto_extend, lost_reason IS NOT NULL FROM redlock_locks;\n"
                      "SELECT redlock_validity('gc'), redlock_release('gc');\n", env(c))
@@ -323,7 +323,7 @@ def test_autoextend_process_paused_past_ttl():
     eq(lines[0], "1", "auto_extend")
     acquired, f_mine = lines[1].split("|")
     eq(acquired, "1", "the frozen holder's acquisition")
-    eq(lines[2:], ["spun|1", "spun|1", "lost|0|1|1", "0|0"],
+    eq(lines[2:], ["spun|1", "spun|1", "lost|0|1|1", "NULL|0"],
        "the frozen holder after it runs again (state|validity|auto|reason; validity|release)")
     check(f_theirs > int(f_mine), "fences: new holder %r, frozen holder %s" % (f_theirs, f_mine))
     # a majority: on a node where the frozen holder's key outlived the
@@ -386,7 +386,7 @@ def test_autoextend_crashed_shell_lock_expires():
     c = h.shared_cluster(3)
     sp = h.ShellProc("SELECT redlock_config('auto_extend', 1);\n"
                      "SELECT redlock_acquire('crash', %d);\n" % TTL
-                     + spin_until("redlock_validity('crash') = 0") + "\n", env(c))
+                     + spin_until("redlock_validity('crash') IS NULL") + "\n", env(c))
     h.wait_until(lambda: c[0].get("crash"), 10, interval=0.002, what="the shell to take the lock")
     t_seen = time.monotonic()
     _sleep_until(t_seen + 3 * TTL / 1000.0)

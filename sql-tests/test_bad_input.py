@@ -415,7 +415,7 @@ CASES = [
      Err("allow_evicting_nodes must be 0")),
     ("holder_info_text", "SELECT redlock_config('holder_info', 'on')", (),
      Err("holder_info takes a whole number, not text")),
-    ("stats_insert", "INSERT INTO redlock_stats(node_id) VALUES (1)", (),
+    ("stats_insert", "INSERT INTO redlock_stats(id) VALUES (1)", (),
      SqlErr("table redlock_stats may not be modified")),
     ("view_holder", "SELECT * FROM v", (), SqlErr("unsafe use of redlock_holder()"),
      hostile_db("CREATE VIEW v AS SELECT redlock_holder('bad:held')")),

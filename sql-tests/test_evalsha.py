@@ -72,7 +72,7 @@ def test_script_flush_between_calls_still_reaches_every_node_3n():
     # the acquire answered NOSCRIPT on node 2 and was sent again in full: the
     # lock is on all three nodes, not only on the quorum of the other two
     eq(c.values("fl:a"), [tok] * 3, "fl:a on the nodes")
-    stats = h.rows(con, "SELECT node_id, errors FROM redlock_stats ORDER BY node_id")
+    stats = h.rows(con, "SELECT id, errors FROM redlock_stats ORDER BY id")
     eq([r[1] for r in stats], [0, 0, 0], "errors per node")
     _fresh(c.nodes[1:2])
     eq(h.value(con, "SELECT redlock_release('fl:a')"), 1, "release after the second flush")

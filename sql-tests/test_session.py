@@ -68,7 +68,7 @@ def _reentrancy_python(n):
     no_key(c, "re", "after the release with the token")
     eq(lock_rows(con), [], "redlock_locks after the release with the token")
     eq(value(con, "SELECT redlock_release('re')"), None, "release after the token release")
-    eq(value(con, "SELECT redlock_validity('re')"), 0, "validity after the token release")
+    eq(value(con, "SELECT redlock_validity('re')"), None, "validity after the token release")
 
 
 h.for_nodes(globals(), _reentrancy_python, (1, 3, 5))
@@ -84,8 +84,8 @@ def test_reentrancy_is_per_connection():
     other = h.SqlProc(env(c))
     eq(other.value("SELECT redlock_acquire('pc', 20000)"), None, "another process")
     eq(value(b, "SELECT redlock_release('pc')"), None, "release by a connection holding nothing")
-    eq(value(b, "SELECT redlock_validity('pc')"), 0, "validity in a connection holding nothing")
-    eq(value(b, "SELECT redlock_validity('pc', ?)", tok), 0,
+    eq(value(b, "SELECT redlock_validity('pc')"), None, "validity in a connection holding nothing")
+    eq(value(b, "SELECT redlock_validity('pc', ?)", tok), None,
        "validity with the right token in a connection that does not hold it")
     eq(h.rows(b, "SELECT * FROM redlock_locks"), [], "redlock_locks of the other connection")
     # b deletes a's lock with the explicit token: it acts on the lock itself
@@ -101,7 +101,7 @@ def test_reentrancy_after_expiry_takes_a_new_lock():
     c = h.shared_cluster(3)
     con = h.connect(env(c))
     old = is_token(value(con, "SELECT redlock_acquire('exp', 150)"))
-    h.wait_until(lambda: value(con, "SELECT redlock_validity('exp')") == 0, 5,
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('exp')") is None, 5,
                  what="the 150 ms lock's validity to end")
     eq(lock_row(con, "exp")["state"], "expired", "state after the validity ended")
     h.wait_until(lambda: all(n.cmd("EXISTS", "exp") == 0 for n in c), 5, what="key to expire")
@@ -121,7 +121,7 @@ def test_reacquire_after_expiry_is_not_refused_by_its_own_old_key():
     c = h.shared_cluster(3)
     con = h.connect(env(c), auto_extend=0, drift_factor=0.4)
     old = is_token(value(con, "SELECT redlock_acquire('reold', 3000)"))
-    h.wait_until(lambda: value(con, "SELECT redlock_validity('reold')") == 0, 5,
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('reold')") is None, 5,
                  what="the lock's validity to end")
     check(all(n.get("reold") == old for n in c), "the old key is still on the nodes")
     new = is_token(value(con, "SELECT redlock_acquire('reold', 20000)"), "acquire again")
@@ -198,7 +198,7 @@ def test_reentrancy_not_after_validity_reached_0():
     for i in range(20):
         res = "z%d" % i
         old = is_token(value(con, "SELECT redlock_acquire(?, 20)", res))
-        h.wait_until(lambda: value(con, "SELECT redlock_validity(?)", res) == 0, 5,
+        h.wait_until(lambda: value(con, "SELECT redlock_validity(?)", res) is None, 5,
                      interval=0, what="validity 0")
         new = value(con, "SELECT redlock_acquire(?, 20000, 1000)", res)
         if new == old:
@@ -215,7 +215,7 @@ def test_reentrancy_after_expiry_shell():
     sql = "SELECT redlock_config('retry_delay_ms', 5), redlock_config('retry_jitter_ms', 2);\n"
     for i in range(24):
         sql += ("INSERT INTO t SELECT 'e%d', redlock_acquire('e%d', 30);\n" % (i, i)
-                + spin_until("redlock_validity('e%d') = 0" % i) + "\n"
+                + spin_until("redlock_validity('e%d') IS NULL" % i) + "\n"
                 "INSERT INTO t2 SELECT 'e%d', redlock_acquire('e%d', 20000, 2000);\n"
                 "SELECT resource, (SELECT tok FROM t2 WHERE res = resource) NOT IN "
                 "(SELECT tok FROM t WHERE res = resource), holds, state FROM redlock_locks "
@@ -238,7 +238,7 @@ def test_outer_release_after_lock_was_retaken_says_lost():
     c = h.shared_cluster(3)
     con = h.connect(c)
     tok = is_token(value(con, "SELECT redlock_acquire('nest', 200)"), "outer acquire")
-    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest')") == 0, 5,
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest')") is None, 5,
                  what="the outer hold's validity to run out")
     tok2 = is_token(value(con, "SELECT redlock_acquire('nest', 5000)"), "inner acquire, taken anew")
     check(tok2 != tok, "the inner acquire took the lock anew")
@@ -248,7 +248,7 @@ def test_outer_release_after_lock_was_retaken_says_lost():
     # two holds, then the lock expires under both
     is_token(value(con, "SELECT redlock_acquire('nest2', 200)"), "outer acquire")
     is_token(value(con, "SELECT redlock_acquire('nest2', 200)"), "inner acquire")
-    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest2')") == 0, 5,
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('nest2')") is None, 5,
                  what="the validity to run out")
     eq(value(con, "SELECT redlock_release('nest2')"), 0, "inner release after expiry")
     eq(value(con, "SELECT redlock_release('nest2')"), 0, "outer release after expiry")
@@ -351,7 +351,7 @@ def test_locks_keeps_at_most_1000_ended_locks():
     eq(value(con, "SELECT lost FROM redlock_lock_stats WHERE resource = 'msg:0'"), 1,
        "a forgotten name counted as lost")
     eq(value(con, "SELECT redlock_release('msg:0')"), None, "release of a forgotten name")
-    eq(value(con, "SELECT redlock_validity('msg:0')"), 0, "validity of a forgotten name")
+    eq(value(con, "SELECT redlock_validity('msg:0')"), None, "validity of a forgotten name")
     eq(value(con, "SELECT redlock_extend('msg:0', 1000)"), None, "extend of a forgotten name")
     eq(value(con, "SELECT redlock_fence('msg:0')"), None, "fence of a forgotten name")
     eq(value(con, "SELECT redlock_release('msg:0', ?)", first), 0, "release of a forgotten name by its token")
@@ -648,26 +648,26 @@ def test_close_bounded_when_nodes_hang_shell():
 def _validity_python(n):
     c = h.shared_cluster(n)
     con = h.connect(env(c))
-    eq(value(con, "SELECT redlock_validity('v')"), 0, "validity of a name never taken")
+    eq(value(con, "SELECT redlock_validity('v')"), None, "validity of a name never taken")
     tok = is_token(value(con, "SELECT redlock_acquire('v', 5000)"))
     v1 = value(con, "SELECT redlock_validity('v')")
     check(isinstance(v1, int) and 0 < v1 <= 5000, "validity right after acquire: %r" % v1)
     v2 = value(con, "SELECT redlock_validity('v', ?)", tok)
     check(0 < v2 <= v1, "validity with the token: %r (first reading %r)" % (v2, v1))
-    eq(value(con, "SELECT redlock_validity('v', ?)", secrets.token_hex(16)), 0,
+    eq(value(con, "SELECT redlock_validity('v', ?)", secrets.token_hex(16)), None,
        "validity with a token that is not ours")
-    eq(value(con, "SELECT redlock_validity('other')"), 0, "validity of another name")
+    eq(value(con, "SELECT redlock_validity('other')"), None, "validity of another name")
     # as this connection knows it: deleting the key behind its back changes nothing locally
     for node in c:
         node.cmd("DEL", "v")
     check(value(con, "SELECT redlock_validity('v')") > 0,
           "validity is what this connection knows (key deleted in Redis)")
     eq(value(con, "SELECT redlock_release('v')"), 0, "release after the key was deleted")
-    eq(value(con, "SELECT redlock_validity('v')"), 0, "validity after release")
+    eq(value(con, "SELECT redlock_validity('v')"), None, "validity after release")
     value(con, "SELECT redlock_acquire('v', 100)")
-    h.wait_until(lambda: value(con, "SELECT redlock_validity('v')") == 0, 5,
+    h.wait_until(lambda: value(con, "SELECT redlock_validity('v')") is None, 5,
                  what="validity of a 100 ms lock to reach 0")
-    eq(value(con, "SELECT typeof(redlock_validity('v'))"), "integer", "validity type when expired")
+    eq(value(con, "SELECT typeof(redlock_validity('v'))"), "null", "validity type when expired")
     h.redlock_error(con, "SELECT redlock_validity(NULL)", what="validity(NULL)")
     h.redlock_error(con, "SELECT redlock_validity('v', 42)", what="validity with a number as token")
 
@@ -685,10 +685,10 @@ def test_validity_shell():
              "SELECT redlock_release('v');\n"
              "SELECT redlock_validity('v');\n"
              "SELECT redlock_acquire('w', 100) IS NOT NULL;\n"
-             + spin_until("redlock_validity('w') = 0") + "\n"
+             + spin_until("redlock_validity('w') IS NULL") + "\n"
              "SELECT redlock_validity('w'), state FROM redlock_locks;\n",
              c, "redlock_validity in the shell")
-    eq(out, ["0", "1", "1", "0", "1", "0", "1", "spun|1", "0|expired"], "shell output")
+    eq(out, ["NULL", "1", "1", "NULL", "1", "NULL", "1", "spun|1", "NULL|expired"], "shell output")
 
 
 # --------------------------------------------------------------------------
