@@ -149,5 +149,33 @@ def test_majority_cut_returns_within_bounds_and_recovers():
         p.kill()
 
 
+def node_states(p):
+    return dict(p.execute("SELECT id, state FROM redlock_nodes"))
+
+
+def test_connect_during_a_cut_is_retried_at_the_heal():
+    """A connection opened while its link is cut never connects: nothing
+    of it reached the node, so once its timeout passes there is nothing to
+    drain and nothing to wait for. The node must be tried again as soon as
+    the link heals (redlock_ping retries a down node at once), not kept
+    out until the kernel's next SYN (1 s, 3 s, ... after the connect) or
+    the stalled connection's keep time, and the SET queued on it must
+    never land after the heal."""
+    with netns.Net(nodes=3, clients=1) as net:
+        p = net.sql_proc(0, timeout_ms=TIMEOUT_MS, **FAST_RECONNECT)
+        net.cut(0, 0)       # before the first call: node 1's connect goes nowhere
+        tok = is_token(p.value("SELECT redlock_acquire('L', 5000)"))
+        states = node_states(p)       # reads them once the connect's timeout is over
+        eq(states, {1: "down", 2: "up", 3: "up"}, "node 1 is down after its connect timed out")
+        net.heal()
+        eq(p.value("SELECT redlock_ping()"), 3, "nodes answering redlock_ping() right after the heal")
+        eq(node_states(p), {1: "up", 2: "up", 3: "up"}, "states after the ping")
+        eq(net.nodes[0].get("L"), None, "node 1 got no copy of the SET made while it was cut")
+        eq(p.value("SELECT redlock_release('L')"), 1, "release")
+        check(all(n.get("L") is None for n in net.nodes), "no key left: %r" % [n.get("L") for n in net.nodes])
+        del tok
+        p.kill()
+
+
 if __name__ == "__main__":
     raise SystemExit(h.run_directly(globals()))

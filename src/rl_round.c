@@ -247,9 +247,12 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
     if (r->kind == RL_K_PING) { /* an answer, not a vote: nothing blocks it... */
         /* ...but a refused node does not answer as the lock calls need
          * (AUTH or SELECT failed, NOAUTH, INFO or ROLE unusable, or its
-         * user may not run the scripts): the count agrees with the state. */
-        if (rl_client_node_refused(c, node)) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
+         * user may not run the scripts): the count agrees with the state.
+         * A failed PING's own error (BUSY) is the freshest reason, except
+         * beside a failed AUTH, whose reason says what to change. */
+        if (node->auth_failed) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
         else if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        else if (rl_client_node_refused(c, node)) state = RL_V_FAIL, snprintf(why, sizeof why, "%s", node->last_error);
         set_vote(r, v, state, why);
         return;
     }
@@ -365,8 +368,16 @@ static void check_nodes(rl_client *c, rl_round *r, int64_t now) {
             snprintf(why, sizeof why, "no answer within %lld ms%s", (long long)(rl_client_timeout_us(c, node) / 1000),
                      rl_conn_stall_hint(conn));
             RL_COUNT(node->stats.timeouts);
-            rl_node_mark_down(c, node, why, 1);
-            fail_pending(r, i, why, 1);
+            /* Still connecting, or in its TLS handshake: none of its
+             * commands was written, so none can land late and there is
+             * nothing to drain. Kept as the stalled one, it would keep the
+             * node down after its path healed, until the kernel's next SYN
+             * (1 s, 3 s, ... after the connect) or the keep time, and then
+             * deliver commands that old: a SET with a fresh TTL. */
+            int unwritten = conn->connecting || conn->handshaking;
+            if (r && unwritten && r->votes[i].state == RL_V_PENDING) r->votes[i].went_out = 0;
+            rl_node_mark_down(c, node, why, !unwritten);
+            fail_pending(r, i, why, !unwritten);
         }
     }
 }
