@@ -256,6 +256,13 @@ typedef struct rl_holder {
 
 void rl_holder_clear(rl_holder *h);
 
+/* Parses stored details (slen bytes from a server: anything) into e's
+ * host, app, pid and since_ms (ttl_ms is left as it is) and their kind
+ * into kind (kindlen bytes); 0, or -1 when they are not details this
+ * extension writes (e and kind then unspecified). What is kept is
+ * cleaned to valid UTF-8 without control characters. */
+int rl_holder_parse(const char *s, size_t slen, rl_holder_entry *e, char *kind, size_t kindlen);
+
 /* Reads who holds res on every node (waiting for each answer or its
  * timeout). RL_OK with out filled (out->held 0: free, or not held on a
  * quorum), RL_NO_QUORUM when fewer than a quorum answered, RL_MISUSE for a

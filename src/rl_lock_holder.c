@@ -91,30 +91,44 @@ static long long number(const char *s, size_t n) {
     return v;
 }
 
-/* Parses stored details (from a server: anything) into out; 0 or -1. */
-static int parse_details(const char *s, rl_holder *out) {
+int rl_holder_parse(const char *s, size_t slen, rl_holder_entry *e, char *kind, size_t kindlen) {
     const char *f[6];
     size_t len[6];
     int n = 0;
+    const char *end = s + slen;
+    if (memchr(s, '\0', slen)) return -1;
     for (const char *p = s;; n++) {
         if (n == 6) return -1;
-        const char *e = strchr(p, 0x1f);
+        const char *sep = memchr(p, 0x1f, (size_t)(end - p));
         f[n] = p;
-        len[n] = e ? (size_t)(e - p) : strlen(p);
-        if (!e) {
+        len[n] = sep ? (size_t)(sep - p) : (size_t)(end - p);
+        if (!sep) {
             n++;
             break;
         }
-        p = e + 1;
+        p = sep + 1;
     }
     if (n != 6 || len[0] != sizeof TAG - 1 || memcmp(f[0], TAG, len[0]) != 0) return -1;
     long long pid = number(f[2], len[2]), since = number(f[4], len[4]);
-    if (pid < 0 || since < 0 || len[5] == 0 || len[5] >= sizeof out->kind) return -1;
-    rl_text_excerpt(out->host, sizeof out->host, f[1], len[1], RL_HOLDER_TEXT_MAX);
-    rl_text_excerpt(out->app, sizeof out->app, f[3], len[3], RL_HOLDER_TEXT_MAX);
-    rl_text_clean(out->kind, sizeof out->kind, f[5], len[5]);
-    out->pid = pid;
-    out->since_ms = since;
+    if (pid < 0 || since < 0 || len[5] == 0 || len[5] >= kindlen) return -1;
+    rl_text_excerpt(e->host, sizeof e->host, f[1], len[1], RL_HOLDER_TEXT_MAX);
+    rl_text_excerpt(e->app, sizeof e->app, f[3], len[3], RL_HOLDER_TEXT_MAX);
+    rl_text_clean(kind, kindlen, f[5], len[5]);
+    e->pid = pid;
+    e->since_ms = since;
+    return 0;
+}
+
+/* Parses stored details (from a server: anything) into out; 0 or -1. */
+static int parse_details(const char *s, rl_holder *out) {
+    rl_holder_entry e;
+    char kind[sizeof out->kind];
+    if (rl_holder_parse(s, strlen(s), &e, kind, sizeof kind) != 0) return -1;
+    memcpy(out->host, e.host, sizeof out->host);
+    memcpy(out->app, e.app, sizeof out->app);
+    memcpy(out->kind, kind, sizeof out->kind);
+    out->pid = e.pid;
+    out->since_ms = e.since_ms;
     out->has_details = 1;
     return 0;
 }
