@@ -711,11 +711,16 @@ void rl_round_run(rl_client *c, rl_round *r) {
         RL_COUNT(node->stats.calls);
         const char *const *argv = tag.by_digest ? sha_argv : r->argv;
         const size_t *lens = tag.by_digest ? sha_lens : r->lens;
+        if (r->node_argv) { /* a command of its own, never by digest: formatted for this node alone */
+            tag.by_digest = 0;
+            argv = r->node_argv[i];
+            lens = r->node_lens[i];
+        }
         /* Formatted once for every node it goes to (with one node, right
          * into its connection); without memory for that, each connection
          * formats its own (and fails as it would). */
         rl_buf *cmd = &c->round_cmd[tag.by_digest];
-        if (!formatted[tag.by_digest] && c->n > 1) {
+        if (!formatted[tag.by_digest] && c->n > 1 && !r->node_argv) {
             cmd->len = cmd->off = 0;
             formatted[tag.by_digest] = rl_buf_append_command(cmd, r->argc, argv, lens) == 0;
         }

@@ -25,6 +25,11 @@ typedef struct rl_round {
     const char *const *argv;
     const size_t *lens;
     const unsigned char *only;  /* NULL: every node; else only nodes with only[i] */
+    const char *const *const *node_argv; /* NULL; else node i gets node_argv[i] (argc
+                                   arguments, node_lens[i] their lengths) in place of
+                                   argv, which must still be given with the same
+                                   script (a SCAN cursor that differs by node) */
+    const size_t *const *node_lens;
     int wait_all;               /* wait for every node, not just a decision */
     int quorum;                 /* yes votes that decide success */
     int guard_applies;          /* restart guard blocks yes votes (acquire, extend) */
