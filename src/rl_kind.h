@@ -26,6 +26,7 @@ enum {
     RL_K_HOLDER,      /* read lock and holder details (rl_lock_holder.c) */
     RL_K_EXTEND_MANY, /* compare-and-pexpire of many keys, one script: an answer per key */
     RL_K_ACL,         /* connection set-up, the last: which commands the user may run (rl_acl.h) */
+    RL_K_FLEET,       /* one SCAN step and what its keys hold, read only (rl_fleet.h) */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */

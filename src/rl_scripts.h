@@ -517,4 +517,70 @@
     "if v then l[#l + 1] = f l[#l + 1] = tonumber(m[i + 1]) - now l[#l + 1] = v end end end end " \
     "return {redis.call('pttl',KEYS[1]), id, d, l}"
 
+/* One step of the fleet read (rl_fleet.h), changing nothing: ARGV[1] the
+ * SCAN cursor, ARGV[2] its MATCH pattern (the key prefix, escaped, then
+ * '*'), ARGV[3] its COUNT, ARGV[4] the key prefix, ARGV[5] the most shared
+ * holders to list per name, ARGV[6] the writer marker's suffix
+ * (RL_WRITER_SUFFIX), ARGV[7] the release channel's (RL_RELEASED_SUFFIX).
+ * Returns {next cursor, how many keys SCAN returned, entries...}. Each key
+ * SCAN returned that is one of these gives an entry (every other key, a
+ * companion key or another program's, gives none, and so does a key
+ * longer than any lock's, RL_RESOURCE_MAX and a suffix, which keeps a
+ * step's answer far below RL_REPLY_MAX_BYTES):
+ * - a string with an expiry holding a token (a string of more than 64
+ *   bytes is not read): {key, 'x' (32 lowercase hex digits, as this
+ *   extension, node-redlock and redis-py write them) or 'f' (24 characters
+ *   of base64 ending '==', as redsync writes them, or a UUID), its PTTL,
+ *   the SHA1 of the value (never the value), the holder details or false,
+ *   1 when they are a set's (for 'x': those of the set taken with that
+ *   value, RL_SET_DETAILS_TAG, else those of <key>:holder), else 0};
+ * - a writer-waiting marker (a string holding RL_WRITER_MARK under a name
+ *   with the suffix): {key, 'w', its PTTL};
+ * - a shared lock of ours (RL_LUA_OURS_ZSET): {key, 'z', its PTTL, its live
+ *   holders, its max_holders, a list: for each of its first ARGV[5] live
+ *   holders by expiry, the SHA1 of its token, the ms it has left on the
+ *   node's clock and its details or false (from <key>:holders when that is
+ *   the extension's hash)}.
+ * Then, for each name of those entries whose release channel has
+ * subscribers (waiters, rl_wait.h), {the lock key, 's', how many}: one
+ * PUBSUB NUMSUB for the step, which counts without a scan of the clients
+ * (a user who may not run it gets no such entry). Every call a key costs
+ * is one of a few, so a step's time grows with COUNT and ARGV[5] only. */
+#define RL_SCRIPT_FLEET_SCAN \
+    RL_LUA_IS_DETAILS \
+    "local pre, most, wsuf, rsuf = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7] " \
+    "local h4 = string.rep('%x', 4) " \
+    "local uuid = '^' .. h4 .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. h4 .. h4 .. '$' " \
+    "local b64 = '^' .. string.rep('[A-Za-z0-9+/]', 22) .. '==$' " \
+    "local r = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3]) " \
+    "local out, now, ch, seen = {r[1], #r[2]}, nil, {}, {} " \
+    "local function watch(k) if not seen[k] then seen[k] = true ch[#ch + 1] = k .. rsuf end end " \
+    "for _, k in ipairs(r[2]) do local t = #k <= 65600 and redis.call('type', k).ok " \
+    "if t == 'string' then local p = redis.call('pttl', k) " \
+    "local v = p > 0 and redis.call('getrange', k, 0, 64) or '' " \
+    "if #v == 0 or #v > 64 then " \
+    "elseif v == '" RL_WRITER_MARK "' and #k > #wsuf and string.sub(k, -#wsuf) == wsuf then " \
+    "out[#out + 1] = {k, 'w', p} watch(string.sub(k, 1, #k - #wsuf)) " \
+    "else local c = false " \
+    "if #v == 32 and not string.find(v, '[^0-9a-f]') then c = 'x' " \
+    "elseif (#v == 24 and string.find(v, b64)) or (#v == 36 and string.find(v, uuid)) then c = 'f' end " \
+    "if c then local id, d, s = redis.sha1hex(v), false, 0 " \
+    "if c == 'x' then d = redis.pcall('hget', pre .. '" RL_SET_DETAILS_TAG "' .. id, 'd') " \
+    "if type(d) == 'string' then s = 1 else d = redis.pcall('get', k .. ':holder') " \
+    "if not isdetails(d) then d = false end end end " \
+    "out[#out + 1] = {k, c, p, id, d, s} watch(k) end end " \
+    "elseif t == 'zset' then local lim = redis.call('zscore', k, '') " \
+    "if lim and tonumber(lim) <= -1 then " \
+    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
+    "local hk = k .. ':holders' local hok = redis.pcall('hget', hk, '') == '" RL_DETAILS_TAG "' " \
+    "local m = redis.call('zrangebyscore', k, '(' .. now, '+inf', 'withscores', 'limit', 0, most) local l = {} " \
+    "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) l[#l + 1] = f l[#l + 1] = math.floor(tonumber(m[i + 1]) - now) " \
+    "l[#l + 1] = hok and redis.call('hget', hk, f) or false end " \
+    "out[#out + 1] = {k, 'z', redis.call('pttl', k), redis.call('zcount', k, '(' .. now, '+inf'), -1 - tonumber(lim), l} " \
+    "watch(k) end end end " \
+    "for a = 1, #ch, 1000 do local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, math.min(a + 999, #ch))) " \
+    "if type(s) == 'table' and not s.err then for j = 2, #s, 2 do " \
+    "if s[j] > 0 then out[#out + 1] = {string.sub(s[j - 1], 1, #s[j - 1] - #rsuf), 's', s[j]} end end end end " \
+    "return out"
+
 #endif

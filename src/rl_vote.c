@@ -149,6 +149,13 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
     case RL_K_WRITEBACK:
         if (is_int && r->integer == 1) return RL_V_YES;
         return unexpected(r, why, whylen);
+    case RL_K_FLEET: /* {next cursor, keys, entries...}: rl_fleet.c reads the entries */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+            r->element[1]->type == REDIS_REPLY_INTEGER) {
+            const rl_reply *cur = r->element[0];
+            if (cur->len > 0 && cur->len <= 20 && strspn(cur->str, "0123456789") == cur->len) return RL_V_YES;
+        }
+        return unexpected(r, why, whylen);
     case RL_K_EXTEND_MANY: /* the answers per key: rl_vote_items */
         if (r->type == REDIS_REPLY_ARRAY) return RL_V_YES;
         return unexpected(r, why, whylen);
