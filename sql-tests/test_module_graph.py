@@ -32,6 +32,7 @@ PUBLIC_ENGINE_HEADERS = {
     "rl_session.h", "rl_client.h", "rl_lock.h", "rl_settings.h", "rl_endpoint.h",
     "rl_text.h", "rl_random.h", "rl_error.h",
     "rl_stats.h",  # the counters' plain types, and the percentiles of a copy of them
+    "rl_fleet.h",  # the read of every node's locks and waiters, into rows of plain data
 }
 
 # Engine struct fields the binding must not read: it asks the engine
