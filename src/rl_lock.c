@@ -373,8 +373,9 @@ out:
  * with a lower number than fence. Returns how many nodes are known to
  * store fence now; when a write-back failed, why says so. *waited says
  * whether it waited on the nodes (time passed). */
-static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long long fence, int64_t fence_ttl_ms,
+static int fence_writeback(rl_client *c, const rl_round *r, void *kv, long long fence, int64_t fence_ttl_ms,
                            char *why, size_t whylen, int *waited) {
+    const keys *k = kv;
     rl_fence_remember(c, r->op, k->fkey, k->fkeylen, fence, fence_ttl_ms);
     int lagging, stored = rl_lock_fence_stored(c, r, fence, &lagging);
     *waited = lagging > 0;
@@ -382,6 +383,23 @@ static int fence_writeback(rl_client *c, const rl_round *r, const keys *k, long 
     rl_fence_cmd w;
     rl_fence_cmd_make(&w, k->fkey, k->fkeylen, fence, fence_ttl_ms);
     return stored + rl_lock_fence_raise(c, r, fence, RL_FENCE_ARGC, w.argv, w.lens, why, whylen);
+}
+
+void rl_lock_decide(rl_client *c, const rl_round *r, int quorum, int64_t ttl_ms, int fenced,
+                    rl_lock_write_back write_back, void *wb_keys, int64_t fence_ttl_ms, char *why, size_t whylen,
+                    rl_lock_decision *d) {
+    memset(d, 0, sizeof *d);
+    d->end_us = r->end_us;
+    d->validity_us = rl_lock_validity_us(c, ttl_ms, r->start_us, d->end_us);
+    if (r->yes < quorum || d->validity_us <= 0 || !fenced) return;
+    d->fence = rl_lock_fence_number(c, r);
+    int waited;
+    d->stored = write_back(c, r, wb_keys, d->fence, fence_ttl_ms, why, whylen, &waited);
+    if (waited) { /* otherwise only instructions ran since the round's end */
+        d->end_us = rl_now_us();
+        d->validity_us = rl_lock_validity_us(c, ttl_ms, r->start_us, d->end_us);
+    }
+    d->fence_short = d->stored < quorum && d->validity_us > 0;
 }
 
 /* Tells the owner (rl_client_report) that an acquisition failed for lack of a quorum. */
@@ -455,28 +473,16 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         }
         rl_round_run(c, &r);
         if (!deadline) deadline = r.start_us + wait_ms * 1000;
-        int64_t end_us = r.end_us;
-        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
-        long long fence = 0;
-        int stored = 0;
         char wb_why[RL_ERR_MAX] = "";
-        if (r.yes >= out->quorum && validity > 0 && fenced) {
-            fence = rl_lock_fence_number(c, &r);
-            /* The number is ours to hand out only once a quorum stores it. */
-            int waited;
-            stored = fence_writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);
-            if (waited) { /* otherwise only instructions ran since the round's end */
-                end_us = rl_now_us();
-                validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
-            }
-        }
-        int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
-        if (r.yes >= out->quorum && validity > 0 && !fence_short) {
+        rl_lock_decision d;
+        rl_lock_decide(c, &r, out->quorum, ttl_ms, fenced, fence_writeback, &k, fence_ttl, wb_why,
+                       sizeof wb_why, &d);
+        if (r.yes >= out->quorum && d.validity_us > 0 && !d.fence_short) {
             count_votes(out, &r);
-            out->fence = fence;
-            out->validity_ms = validity / 1000;
-            out->valid_until_us = end_us + validity;
-            out->end_us = end_us;
+            out->fence = d.fence;
+            out->validity_ms = d.validity_us / 1000;
+            out->valid_until_us = d.end_us + d.validity_us;
+            out->end_us = d.end_us;
             out->status = RL_OK;
             break;
         }
@@ -484,14 +490,14 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
         const char *rel_argv[7];
         size_t rel_lens[7];
         rl_round_cleanup(c, &r, release_cmd(c, &k, token, RL_TOKEN_LEN, 0, rel_argv, rel_lens), rel_argv, rel_lens);
-        if (fence_short) {
+        if (d.fence_short) {
             count_votes(out, &r);
             finish(out, RL_NO_QUORUM,
                    "fencing number %lld could be stored on only %d of the %d nodes needed, so it was not handed out "
                    "and the lock was given back: %s",
-                   fence, stored, out->quorum, wb_why);
-        } else if (rl_lock_ran_out(&r, out, validity)) {
-            rl_lock_too_slow(&r, end_us, ttl_ms, out);
+                   d.fence, d.stored, out->quorum, wb_why);
+        } else if (rl_lock_ran_out(&r, out, d.validity_us)) {
+            rl_lock_too_slow(&r, d.end_us, ttl_ms, out);
         } else {
             rl_lock_not_done(c, &r, out, "held elsewhere");
         }

@@ -120,6 +120,24 @@ rl_status rl_lock_not_done(const rl_client *c, const struct rl_round *r, rl_outc
  * many confirmed, and when not all did says why (appended to why; out of
  * memory replaces it). Caller holds c->mu. */
 long long rl_lock_fence_number(const rl_client *c, const struct rl_round *r);
+
+/* What an acquisition's round r decided, fenced or not: the end of the
+ * attempt and the validity it leaves; with fencing, once a quorum said
+ * yes in time, the number handed out and how many nodes store it, after
+ * write_back (one of the callers', which may wait for lagging nodes: the
+ * validity is then counted to after it, why says what failed). The
+ * number is ours to hand out only once a quorum stores it: fence_short
+ * says a quorum said yes but fewer store it. Caller holds c->mu. */
+typedef int (*rl_lock_write_back)(rl_client *c, const struct rl_round *r, void *wb_keys, long long fence,
+                                  int64_t fence_ttl_ms, char *why, size_t whylen, int *waited);
+typedef struct rl_lock_decision {
+    int64_t end_us, validity_us;
+    long long fence;
+    int stored, fence_short;
+} rl_lock_decision;
+void rl_lock_decide(rl_client *c, const struct rl_round *r, int quorum, int64_t ttl_ms, int fenced,
+                    rl_lock_write_back write_back, void *wb_keys, int64_t fence_ttl_ms, char *why, size_t whylen,
+                    rl_lock_decision *d);
 int rl_lock_fence_stored(const rl_client *c, const struct rl_round *r, long long fence, int *lagging);
 int rl_lock_fence_raise(rl_client *c, const struct rl_round *r, long long fence, int argc, const char *const *argv,
                         const size_t *lens, char *why, size_t whylen);

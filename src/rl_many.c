@@ -291,8 +291,9 @@ static void clear_writer_waiting(rl_client *c, mkeys *k, int interrupted, rl_vot
  * them. Returns how many nodes are known to store the number in every
  * floor of the set; why says what failed; *waited whether it waited on
  * the nodes. */
-static int writeback(rl_client *c, const rl_round *r, mkeys *k, long long fence, int64_t fence_ttl, char *why,
+static int writeback(rl_client *c, const rl_round *r, void *kv, long long fence, int64_t fence_ttl, char *why,
                      size_t whylen, int *waited) {
+    mkeys *k = kv;
     int lagging, stored = rl_lock_fence_stored(c, r, fence, &lagging);
     *waited = lagging > 0;
     if (!lagging) return stored;
@@ -377,23 +378,11 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,
                       .inspect = acq_inspect, .inspect_ctx = &a};
         rl_round_run(c, &r);
-        int64_t end_us = r.end_us;
-        int64_t validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
-        int stored = 0;
-        long long fence = 0;
         char wb_why[512] = "";
-        if (r.yes >= out->quorum && validity > 0 && fenced) {
-            /* The number is ours to hand out only once a quorum stores it. */
-            fence = rl_lock_fence_number(c, &r);
-            int waited;
-            stored = writeback(c, &r, &k, fence, fence_ttl, wb_why, sizeof wb_why, &waited);
-            if (waited) { /* otherwise only instructions ran since the round's end */
-                end_us = rl_now_us();
-                validity = rl_lock_validity_us(c, ttl_ms, r.start_us, end_us);
-            }
-        }
-        int fence_short = fenced && r.yes >= out->quorum && stored < out->quorum && validity > 0;
-        if (r.yes >= out->quorum && validity > 0 && !fence_short) {
+        rl_lock_decision d;
+        rl_lock_decide(c, &r, out->quorum, ttl_ms, fenced, writeback, &k, fence_ttl, wb_why, sizeof wb_why,
+                       &d);
+        if (r.yes >= out->quorum && d.validity_us > 0 && !d.fence_short) {
             if (fenced) {
                 /* Nodes that answer after the decision run the script too
                  * and may lag: the same write-back is queued behind it on
@@ -403,26 +392,26 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
                  * quorum that meets the storing one only in such a node
                  * still draws larger numbers. */
                 char wnk[16], fttl2[32], num[RL_DECIMAL_MAX];
-                int x2 = writeback_cmd(&k, fence, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2, num);
+                int x2 = writeback_cmd(&k, d.fence, fence_ttl, wnk, sizeof wnk, fttl2, sizeof fttl2, num);
                 rl_round_send_late(c, &r, x2, k.argv, k.lens);
-                for (int j = 0; j < n; j++) fences[j] = fence;
+                for (int j = 0; j < n; j++) fences[j] = d.fence;
             }
             count_votes(out, &r);
-            out->validity_ms = validity / 1000;
-            out->valid_until_us = end_us + validity;
+            out->validity_ms = d.validity_us / 1000;
+            out->valid_until_us = d.end_us + d.validity_us;
             out->status = RL_OK;
             break;
         }
         /* Failed attempt: give back whatever we got, on every node that may hold any of it. */
         cleanup(c, &r, &k, token);
-        if (fence_short) {
+        if (d.fence_short) {
             count_votes(out, &r);
             finish(out, RL_NO_QUORUM,
                    "fencing numbers could be stored on only %d of the %d nodes needed, so they were not handed out "
                    "and the locks were given back: %s",
-                   stored, out->quorum, wb_why);
-        } else if (rl_lock_ran_out(&r, out, validity)) {
-            rl_lock_too_slow(&r, end_us, ttl_ms, out);
+                   d.stored, out->quorum, wb_why);
+        } else if (rl_lock_ran_out(&r, out, d.validity_us)) {
+            rl_lock_too_slow(&r, d.end_us, ttl_ms, out);
         } else {
             not_taken(c, &r, out, &a);
         }
