@@ -96,16 +96,26 @@ typedef struct reader_state {
     int too_big; /* RL_REPLY_TOO_MANY or RL_REPLY_TOO_LONG */
 } reader_state;
 
-static void *create_string(const redisReadTask *task, char *str, size_t len) {
+/* Counts add more strings' bytes (strings) or elements into the reply's
+ * count against its limit: 0, or -1 with too_big set (the reader then
+ * fails and the connection is dropped). A task without a parent starts a
+ * new reply. No reader state (a reader of the tests): no limit. */
+static int within_limits(const redisReadTask *task, int strings, size_t add) {
     reader_state *st = task->privdata;
-    if (st) {
-        if (!task->parent) st->bytes = 0; /* a new reply */
-        if (len > RL_REPLY_MAX_BYTES - st->bytes) {
-            st->too_big = RL_REPLY_TOO_LONG;
-            return NULL; /* the reader fails; the connection is dropped */
-        }
-        st->bytes += len;
+    if (!st) return 0;
+    if (!task->parent) st->elements = st->bytes = 0;
+    size_t *used = strings ? &st->bytes : &st->elements;
+    size_t max = strings ? RL_REPLY_MAX_BYTES : RL_REPLY_MAX_ELEMENTS;
+    if (add > max - *used) {
+        st->too_big = strings ? RL_REPLY_TOO_LONG : RL_REPLY_TOO_MANY;
+        return -1;
     }
+    *used += add;
+    return 0;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len) {
+    if (within_limits(task, 1, len) != 0) return NULL;
     rl_reply *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->str = malloc(len + 1);
@@ -121,16 +131,7 @@ static void *create_string(const redisReadTask *task, char *str, size_t len) {
 }
 
 static void *create_array(const redisReadTask *task, int elements) {
-    reader_state *st = task->privdata;
-    size_t n = elements > 0 ? (size_t)elements : 0;
-    if (st) {
-        if (!task->parent) st->elements = st->bytes = 0; /* a new reply */
-        if (n > RL_REPLY_MAX_ELEMENTS - st->elements) {
-            st->too_big = RL_REPLY_TOO_MANY;
-            return NULL; /* the reader fails; the connection is dropped */
-        }
-        st->elements += n;
-    }
+    if (within_limits(task, 0, elements > 0 ? (size_t)elements : 0) != 0) return NULL;
     rl_reply *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     if (elements > 0) {
