@@ -44,6 +44,7 @@ void rl_session_check_fork(rl_session *s) {
     init_wake(&s->wake);
     s->keeper_running = s->keeper_stop = 0;
     s->editing_nodes = 0;
+    s->xact_taken = 0;
     for (int i = 0; i < s->nheld; i++) free(s->held[i].res);
     s->nheld = 0;
     s->taken_since_look = 0;
@@ -55,6 +56,7 @@ void rl_session_free(rl_session *s) {
     if (!s) return;
     rl_session_check_fork(s); /* a child closing its copy releases nothing of the parent's */
     rl_session_keeper_stop(s); /* first: nothing may extend what we give back */
+    rl_session_xact_end(s);    /* a host that closed without ending its transaction */
     rl_session_release_all(s);
     rl_round_settle(s->client); /* late replies still act (fence write-backs), bounded */
     rl_client_free(s->client);
@@ -183,9 +185,11 @@ static void forget(rl_session *s, int i) {
 }
 
 /* A listed lock whose validity ended, and that nothing is about to
- * change: no extend of the keeper's on its way. */
+ * change: no extend of the keeper's on its way, no hold of the open
+ * transaction (whose guard must find it lost). */
 static int ended(const rl_held *h, int64_t now_us) {
-    return left_ms_at(h, now_us) == 0 && h->inflight_until_us == 0 && h->next_extend_us != INT64_MAX;
+    return left_ms_at(h, now_us) == 0 && h->inflight_until_us == 0 &&
+           h->next_extend_us != INT64_MAX && h->xact_holds == 0;
 }
 
 typedef struct ended_entry {
@@ -313,8 +317,8 @@ static rl_status take(rl_session *s, int kind, const char *res, size_t reslen, i
     return rl_lock_acquire(s->client, res, reslen, ttl_ms, wait_ms, token, out);
 }
 
-static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
-                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+static rl_status acquire_kind(rl_session *s, int kind, int xact, const char *res, size_t reslen, int64_t ttl_ms,
+                              int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
 /* Why no lock may start now (see refused_while_editing): what, and what to do. */
 #define RL_SESSION_EDITING_MSG                                                             \
@@ -335,21 +339,35 @@ static int refused_while_editing(rl_session *s, rl_outcome *out, const char *don
     return 1;
 }
 
-static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+static rl_status acquire_counted(rl_session *s, int kind, int xact, const char *res, size_t reslen, int64_t ttl_ms,
                                  int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
 rl_status rl_session_acquire(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                              char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
-    return acquire_counted(s, RL_KIND_EXCLUSIVE, res, reslen, ttl_ms, wait_ms, 0, token, out);
+    return acquire_counted(s, RL_KIND_EXCLUSIVE, 0, res, reslen, ttl_ms, wait_ms, 0, token, out);
+}
+
+rl_status rl_session_acquire_xact(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms,
+                                  int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    return acquire_counted(s, RL_KIND_EXCLUSIVE, 1, res, reslen, ttl_ms, wait_ms, 0, token, out);
 }
 
 rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
                                     int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
-    return acquire_counted(s, RL_KIND_SHARED, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+    return acquire_counted(s, RL_KIND_SHARED, 0, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
 }
 
-static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms, int64_t wait_ms,
-                              int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+/* Marks h (of the open transaction) lost, if it is not yet, because its
+ * validity ran out. Caller holds s->mu. */
+static void mark_ran_out(rl_session *s, rl_held *h) {
+    if (h->lost) return;
+    rl_session_count_lost(s, h);
+    h->lost = 1;
+    snprintf(h->lost_why, sizeof h->lost_why, "its validity ran out while it was held");
+}
+
+static rl_status acquire_kind(rl_session *s, int kind, int xact, const char *res, size_t reslen, int64_t ttl_ms,
+                              int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     memset(out, 0, sizeof *out);
     token[0] = '\0';
     if (rl_lock_check_resource(s->client, res, reslen, out) != RL_OK) return out->status;
@@ -381,6 +399,7 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
         }
         if (left > 0) {
             h->count++;
+            if (xact) h->xact_holds++, s->xact_taken++;
             memcpy(token, h->token, RL_TOKEN_LEN + 1);
             out->status = RL_OK;
             out->validity_ms = left;
@@ -389,6 +408,20 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
             out->yes = h->yes_nodes;
             pthread_mutex_unlock(&s->mu);
             return RL_OK;
+        }
+        if (h->xact_holds > 0) {
+            /* The transaction's writes were made under this lock: taken anew,
+             * it would let a COMMIT through that the lost one no longer covers. */
+            mark_ran_out(s, h);
+            char why[sizeof h->lost_why];
+            memcpy(why, h->lost_why, sizeof why);
+            pthread_mutex_unlock(&s->mu);
+            out->status = RL_MISUSE;
+            snprintf(out->msg, sizeof out->msg,
+                     "the open transaction holds this name (redlock_acquire_xact) and its lock "
+                     "was lost (%s): the transaction cannot commit; ROLLBACK and start again",
+                     why);
+            return RL_MISUSE;
         }
         /* Expired or lost: taken anew below. Its holds are not forgotten: they
          * stay counted, as lost ones, so each of their releases says "lost".
@@ -399,11 +432,7 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
         memcpy(stale, h->token, sizeof stale);
         /* Lost from now on, so that an extend of the keeper's still on its
          * way cannot make it valid again once its key is gone. */
-        if (!h->lost) {
-            rl_session_count_lost(s, h);
-            h->lost = 1;
-            snprintf(h->lost_why, sizeof h->lost_why, "its validity ran out while it was held");
-        }
+        mark_ran_out(s, h);
         pthread_mutex_unlock(&s->mu);
         rl_outcome gone;
         rl_lock_release(s->client, res, reslen, stale, RL_TOKEN_LEN, &gone);
@@ -416,11 +445,14 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
         pthread_mutex_lock(&s->mu);
         int old = find(s, res, reslen);
         int rc = remember(s, res, reslen, token, ttl_ms, out, kind, max_holders, auto_extend);
-        if (rc == 0 && old >= 0) {
+        if (rc == 0) {
             rl_held *h = &s->held[s->nheld - 1];
-            h->lost_holds = s->held[old].count;
-            h->count += h->lost_holds;
-            forget(s, old);
+            if (xact) h->xact_holds = 1, s->xact_taken++;
+            if (old >= 0) {
+                h->lost_holds = s->held[old].count;
+                h->count += h->lost_holds;
+                forget(s, old);
+            }
         }
         if (rc == 0) forget_ended(s, 1);
         pthread_mutex_unlock(&s->mu);
@@ -437,10 +469,10 @@ static rl_status acquire_kind(rl_session *s, int kind, const char *res, size_t r
 }
 
 /* acquire_kind, counted in the per-name statistics. */
-static rl_status acquire_counted(rl_session *s, int kind, const char *res, size_t reslen, int64_t ttl_ms,
+static rl_status acquire_counted(rl_session *s, int kind, int xact, const char *res, size_t reslen, int64_t ttl_ms,
                                  int64_t wait_ms, int64_t max_holders, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
     int64_t start = rl_now_us();
-    rl_status st = acquire_kind(s, kind, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
+    rl_status st = acquire_kind(s, kind, xact, res, reslen, ttl_ms, wait_ms, max_holders, token, out);
 #ifdef RL_STATS_OFF
     (void)start;
     return st;
@@ -484,6 +516,41 @@ static int give_back_hold(rl_session *s, int i, rl_outcome *out) {
     return RL_REFUSED;
 }
 
+/* The message of a refusal to let go of a lock the open transaction holds. */
+static rl_status refuse_xact(rl_outcome *out, const char *what) {
+    out->status = RL_MISUSE;
+    snprintf(out->msg, sizeof out->msg,
+             "the open transaction holds this lock (redlock_acquire_xact): it is released "
+             "right after COMMIT or ROLLBACK and cannot be %s before",
+             what);
+    return RL_MISUSE;
+}
+
+/* Gives back one of the session's own holds of held lock i, which the
+ * open transaction holds too, so the lock itself stays (s->mu held;
+ * released before returning): RL_OK, RL_REFUSED when that hold's lock
+ * was lost, RL_MISUSE when the session has no hold of its own. */
+static rl_status give_back_beside_xact(rl_session *s, int i, rl_outcome *out) {
+    rl_held *h = &s->held[i];
+    int64_t own = h->count - h->lost_holds - h->xact_holds;
+    int lost;
+    if (own > 0) { /* a hold of the lock the transaction holds too */
+        h->count--;
+        lost = left_ms(h) == 0;
+    } else if (h->lost_holds > 0) { /* a hold of a lock lost before */
+        h->count--;
+        h->lost_holds--;
+        lost = 1;
+    } else {
+        pthread_mutex_unlock(&s->mu);
+        return refuse_xact(out, "released");
+    }
+    pthread_mutex_unlock(&s->mu);
+    out->status = lost ? RL_REFUSED : RL_OK;
+    if (lost) snprintf(out->msg, sizeof out->msg, "the lock had been lost before it was released");
+    return out->status;
+}
+
 rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                              int *not_held, rl_outcome *out) {
     char mine[RL_TOKEN_LEN + 1];
@@ -500,6 +567,7 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
             out->status = RL_MISUSE;
             return RL_MISUSE;
         }
+        if (s->held[i].xact_holds > 0) return give_back_beside_xact(s, i, out);
         int done = give_back_hold(s, i, out);
         if (done >= 0) return (rl_status)done;
         memcpy(mine, s->held[i].token, sizeof mine);
@@ -520,6 +588,10 @@ rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, cons
             }
             i = -1; /* kept */
         }
+    }
+    if (i >= 0 && same_token(&s->held[i], token, toklen) && s->held[i].xact_holds > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return refuse_xact(out, "released");
     }
     if (i >= 0 && same_token(&s->held[i], token, toklen)) {
         /* Gone from this session before the network call: the keeper stops extending it now.
@@ -570,7 +642,13 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
                  rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64), h->lost ? "was lost" : "had expired");
         rl_session_report_end(s, h, h->lost ? RL_EVENT_LOCK_LOST : RL_EVENT_LOCK_EXPIRED, msg,
                               h->lost ? h->lost_why : "its validity ran out while it was held");
-        forget(s, i);
+        if (h->xact_holds > 0) {
+            /* Listed, as lost, until the transaction ends: its COMMIT guard must find it. */
+            if (!h->lost) snprintf(h->lost_why, sizeof h->lost_why, "its validity ran out while it was held");
+            h->lost = 1;
+        } else {
+            forget(s, i);
+        }
         pthread_mutex_unlock(&s->mu);
         rl_lock_release(s->client, res, reslen, token, toklen, out);
         memset(out, 0, sizeof *out);
@@ -605,7 +683,14 @@ rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const
             snprintf(msg, sizeof msg, "redlock: lock '%s' lost: redlock_extend found it gone: %.250s",
                      rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64), out->msg);
             rl_session_report_end(s, h, RL_EVENT_LOCK_LOST, msg, out->msg);
-            forget(s, i);
+            if (h->xact_holds > 0) {
+                /* Listed, as lost, until the transaction ends: its COMMIT guard must find it. */
+                if (!h->lost) rl_session_count_lost(s, h);
+                h->lost = 1;
+                snprintf(h->lost_why, sizeof h->lost_why, "redlock_extend found it gone: %.200s", out->msg);
+            } else {
+                forget(s, i);
+            }
         } else if (undecided) {
             /* The keeper extends it again before the cap, with its own TTL,
              * rather than at its usual time (unless its extend is on its
@@ -647,6 +732,10 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
         *not_held = 1;
         out->status = RL_MISUSE;
         return RL_MISUSE;
+    }
+    if (s->held[i].xact_holds > 0) {
+        pthread_mutex_unlock(&s->mu);
+        return refuse_xact(out, "detached");
     }
     /* Every hold goes with it: from now on the lock is the token's, not this
      * session's. Forgotten before anything else, so the keeper lets go of it
@@ -776,28 +865,47 @@ static void release_batch(rl_session *s, const rl_held *batch, int m) {
 
 int rl_session_release_all(rl_session *s) {
     int n = 0;
+    pthread_mutex_lock(&s->mu);
+    /* The open transaction's locks stay with its holds; the session's own
+     * holds of them (and of a lock lost before) are given back. */
+    int keep = 0;
+    for (int i = 0; i < s->nheld; i++) {
+        rl_held *h = &s->held[i];
+        if (h->xact_holds == 0) continue;
+        keep++;
+        if (h->count > h->xact_holds) {
+            h->count = h->xact_holds;
+            h->lost_holds = 0;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        if (s->nheld == 0) {
+        int cap = s->nheld - keep < RL_RELEASE_ALL_BATCH ? s->nheld - keep : RL_RELEASE_ALL_BATCH;
+        if (cap <= 0) {
             pthread_mutex_unlock(&s->mu);
             return n;
         }
-        int m = 1;
-        size_t bytes = s->held[s->nheld - 1].reslen;
-        while (m < s->nheld && m < RL_RELEASE_ALL_BATCH &&
-               bytes + s->held[s->nheld - 1 - m].reslen <= RL_RELEASE_ALL_BATCH_BYTES)
-            bytes += s->held[s->nheld - 1 - m++].reslen;
-        rl_held one, *batch = m > 1 ? malloc((size_t)m * sizeof *batch) : NULL;
+        rl_held one, *batch = cap > 1 ? malloc((size_t)cap * sizeof *batch) : NULL;
         if (!batch) {
             batch = &one;
-            m = 1;
+            cap = 1;
         }
+        int m = 0;
+        size_t bytes = 0;
         int64_t now = rl_now_us();
-        for (int k = 0; k < m; k++) {
-            batch[k] = s->held[s->nheld - 1];
-            count_hold(s, &batch[k], now);
-            rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, s->nheld - 1);
-            s->nheld--;
+        /* From the top down: the entry moved into a freed place comes from
+         * above it, so it was looked at already. */
+        for (int i = s->nheld - 1; i >= 0 && m < cap; i--) {
+            rl_held *h = &s->held[i];
+            if (h->xact_holds > 0) continue;
+            if (m > 0 && bytes + h->reslen > RL_RELEASE_ALL_BATCH_BYTES) break;
+            bytes += h->reslen;
+            batch[m++] = *h;
+            count_hold(s, h, now);
+            rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
+            s->held[i] = s->held[--s->nheld];
         }
         pthread_mutex_unlock(&s->mu);
         release_batch(s, batch, m);
@@ -805,6 +913,96 @@ int rl_session_release_all(rl_session *s) {
         if (batch != &one) free(batch);
         n += m;
     }
+}
+
+int rl_session_xact_open(rl_session *s) {
+    pthread_mutex_lock(&s->mu);
+    int open = s->xact_taken > 0;
+    pthread_mutex_unlock(&s->mu);
+    return open;
+}
+
+int rl_session_xact_check(rl_session *s, int64_t margin_ms, char *why, size_t whylen) {
+    int rc = 0;
+    int64_t sum = 0;
+    pthread_mutex_lock(&s->mu);
+    int64_t now = rl_now_us(); /* one reading for every lock */
+    for (int i = 0; i < s->nheld && rc == 0; i++) {
+        const rl_held *h = &s->held[i];
+        if (h->xact_holds == 0) continue;
+        sum += h->xact_holds;
+        int64_t left = left_ms_at(h, now);
+        if (!h->lost && left > 0 && left >= margin_ms) continue;
+        char name[72];
+        rl_text_excerpt(name, sizeof name, h->res, h->reslen, 64);
+        if (h->lost)
+            snprintf(why, whylen, "the lock '%s' was lost: %s", name, h->lost_why);
+        else if (left == 0)
+            snprintf(why, whylen, "the lock '%s' has no validity left (its TTL of %lld ms ran out)",
+                     name, (long long)h->ttl_ms);
+        else
+            snprintf(why, whylen,
+                     "the lock '%s' has %lld ms of validity left, less than xact_margin_ms "
+                     "(%lld): COMMIT might end after it",
+                     name, (long long)left, (long long)margin_ms);
+        rc = -1;
+    }
+    if (rc == 0 && sum != s->xact_taken) {
+        /* Every path that drops an entry keeps the transaction's: one gone
+         * all the same is treated as lost. */
+        snprintf(why, whylen,
+                 "a lock taken with redlock_acquire_xact in this transaction is no longer held");
+        rc = -1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int rl_session_xact_end(rl_session *s) {
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    s->xact_taken = 0;
+    for (;;) {
+        int i = 0;
+        while (i < s->nheld && s->held[i].xact_holds == 0) i++;
+        if (i == s->nheld) break;
+        rl_held *h = &s->held[i];
+        int64_t own = h->count - h->lost_holds - h->xact_holds;
+        h->count -= h->xact_holds;
+        h->xact_holds = 0;
+        if (own > 0) continue; /* the session's own holds keep it */
+        /* The transaction's were its last live holds: the lock goes (as a
+         * release counts it, lost when its validity had ended). */
+        if (!h->lost && left_ms(h) == 0) rl_session_count_lost(s, h);
+        char token[RL_TOKEN_LEN + 1];
+        memcpy(token, h->token, sizeof token);
+        size_t reslen = h->reslen;
+        char *res;
+        if (h->lost_holds > 0) {
+            /* Holds of a lock lost before stay listed, as lost, as after a release. */
+            res = malloc(reslen + 1);
+            if (res) memcpy(res, h->res, reslen + 1);
+            if (!h->lost) {
+                h->lost = 1;
+                snprintf(h->lost_why, sizeof h->lost_why,
+                         "the transaction that took it anew ended after the outer hold's lock "
+                         "had expired");
+            }
+        } else {
+            res = h->res; /* taken over from the entry, freed below */
+            count_hold(s, h, rl_now_us());
+            rl_nameindex_removing(&s->byname, s->held, s->nheld, held_name, i);
+            s->held[i] = s->held[--s->nheld];
+        }
+        pthread_mutex_unlock(&s->mu);
+        rl_outcome o;
+        if (res) rl_lock_release(s->client, res, reslen, token, RL_TOKEN_LEN, &o);
+        free(res);
+        n++;
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 int64_t rl_session_validity(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen) {
@@ -995,6 +1193,16 @@ rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, 
     }
     int m = 0, held_any = 0;
     pthread_mutex_lock(&s->mu);
+    for (int j = 0; j < n; j++) {
+        int i = find(s, res[j], lens[j]);
+        if (i < 0 || s->held[i].xact_holds == 0) continue;
+        pthread_mutex_unlock(&s->mu);
+        st = refuse_xact(out, "released");
+        size_t k = strlen(out->msg);
+        snprintf(out->msg + k, sizeof out->msg - k, " ('%s', name %d of the list)",
+                 rl_text_excerpt((char[72]){0}, 72, res[j], lens[j], 64), j + 1);
+        goto out;
+    }
     /* Entries to forget are only marked in the loop (each name is in the
      * list once, so each entry is met once) and removed after it, so the
      * positions stay valid. */

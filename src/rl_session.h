@@ -59,6 +59,9 @@ typedef struct rl_held {
     int64_t count;           /* acquisitions not yet released */
     int64_t lost_holds;      /* of count, the oldest ones: holds of an earlier lock on
                                 res that expired or was lost before it was taken anew */
+    int64_t xact_holds;      /* of count, the holds of the open transaction
+                                (rl_session_acquire_xact), given back together at
+                                its end (rl_session_xact_end), never one by one */
     uint64_t op;             /* rl_outcome.op of the acquire or extend whose
                                 validity valid_until_us is: a call that ended
                                 with a smaller op is older and decides nothing */
@@ -94,6 +97,8 @@ typedef struct rl_session {
     int keeper_running, keeper_stop;
     pid_t pid;          /* the process that owns the locks (see rl_session_check_fork) */
     int editing_nodes;  /* between rl_session_nodes_begin and _done */
+    int64_t xact_taken; /* holds taken by the open transaction: the sum of every
+                           held entry's xact_holds, unless one was lost from the list */
     rl_lockstats stats; /* per name used (rl_stats.h) */
     int taken_since_look; /* locks listed since ended ones were last looked for (RL_HELD_LOOK_EVERY) */
     void (*on_lost)(void *ctx, const char *res, size_t reslen, const char *why); /* rl_session_set_on_lost */
@@ -170,16 +175,47 @@ rl_status rl_session_acquire_shared(rl_session *s, const char *res, size_t resle
 rl_status rl_session_held_extend(rl_session *s, int kind, int64_t max_holders, const char *res, size_t reslen,
                          const char *token, size_t toklen, int64_t ttl_ms, rl_outcome *out);
 
+/* As rl_session_acquire (exclusive), but the hold belongs to the open
+ * transaction of the host (a SQLite transaction): it cannot be released,
+ * detached or given back by release_all, and goes at rl_session_xact_end.
+ * A name this session holds valid gets one more hold, owned by the
+ * transaction (the session's own holds stay its own). A name the
+ * transaction holds whose lock was lost or ran out is not taken anew:
+ * RL_MISUSE (the transaction's writes cannot be committed any more). */
+rl_status rl_session_acquire_xact(rl_session *s, const char *res, size_t reslen, int64_t ttl_ms,
+                                  int64_t wait_ms, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+
+/* Whether the open transaction holds any lock (rl_session_acquire_xact).
+ * Takes s->mu. */
+int rl_session_xact_open(rl_session *s);
+
+/* The COMMIT guard: 0 when every lock the open transaction holds is
+ * still held with at least margin_ms of validity left (and more than 0);
+ * else -1 with why (whylen bytes) naming the first that is not and why:
+ * lost (the keeper's or an extend's finding), run out, or under the
+ * margin. Takes s->mu. */
+int rl_session_xact_check(rl_session *s, int64_t margin_ms, char *why, size_t whylen);
+
+/* The open transaction has ended (committed or rolled back): gives back
+ * every hold it took; a lock whose last hold that was is released on the
+ * nodes (one call each, bounded by the node timeouts). Returns how many
+ * locks were released; 0 when the transaction held none. */
+int rl_session_xact_end(rl_session *s);
+
 /* With token NULL: gives back one hold of the lock this session holds on
  * res (RL_OK; the lock itself is released when the last hold goes), or
  * returns RL_MISUSE with *not_held set when it holds none. With a token:
- * releases the lock with that token on the nodes, whatever the count. */
+ * releases the lock with that token on the nodes, whatever the count.
+ * A lock the open transaction holds keeps the transaction's holds: only
+ * the session's own are given back, and the lock is never released here
+ * (RL_MISUSE when the session has no hold of its own on it). */
 rl_status rl_session_release(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                              int *not_held, rl_outcome *out);
 
 /* Extends res (token NULL: the one this session holds; *not_held set when
  * none). A lock whose validity this session knows has ended is never
- * extended: RL_REFUSED. */
+ * extended: RL_REFUSED (and it is forgotten, but one the open transaction
+ * holds, which stays listed as lost until the transaction ends). */
 rl_status rl_session_extend(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                             int64_t ttl_ms, int *not_held, rl_outcome *out);
 
@@ -200,6 +236,8 @@ rl_status rl_session_acquire_many(rl_session *s, int n, const char *const *res, 
  * name undecided: too few nodes answered). */
 rl_status rl_session_release_many(rl_session *s, int n, const char *const *res, const size_t *lens, const char *token,
                                   size_t toklen, int *released, int *none_held, rl_outcome *out);
+/* (A name the open transaction holds makes it RL_MISUSE, before anything
+ * is given back.) */
 
 /* To be called first by every entry from the host (SQL function, table,
  * close). In a child process after fork(), the session starts clean: the
@@ -214,7 +252,8 @@ void rl_session_check_fork(rl_session *s);
  * not listed) and token receives its token (RL_OK). RL_MISUSE with
  * *not_held set when it holds none; RL_REFUSED when the lock's validity had
  * ended or it was lost (what is left of it is deleted, as by extend). An
- * extend of the keeper's on its way is waited for first (one round). */
+ * extend of the keeper's on its way is waited for first (one round).
+ * RL_MISUSE for a lock the open transaction holds: it goes with it. */
 rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char token[RL_TOKEN_LEN + 1],
                             int *not_held, rl_outcome *out);
 
@@ -229,7 +268,10 @@ rl_status rl_session_detach(rl_session *s, const char *res, size_t reslen, char 
 rl_status rl_session_adopt(rl_session *s, const char *res, size_t reslen, const char *token, size_t toklen,
                            rl_outcome *out);
 
-/* Releases every lock this session holds; returns how many locks it held. */
+/* Releases every lock this session holds; returns how many locks it held.
+ * A lock the open transaction holds keeps the transaction's holds (the
+ * session's own are given back, and count) until rl_session_xact_end;
+ * rl_session_free ends the transaction first. */
 int rl_session_release_all(rl_session *s);
 
 /* Milliseconds of validity left for res as this session knows it (token
