@@ -14,6 +14,7 @@
 #include "redlock_nodes.h"
 #include "redlock_state.h"
 #include "redlock_stats.h"
+#include "redlock_xact.h"
 #include "rl_text.h"
 
 #include <pthread.h>
@@ -127,6 +128,7 @@ __attribute__((visibility("default"))) int sqlite3_redlock_init(sqlite3 *db, cha
     if (rc == SQLITE_OK) rc = redlock_register_stats_tables(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_events_table(db, st);
     if (rc == SQLITE_OK) rc = redlock_register_fleet_tables(db, st);
+    if (rc == SQLITE_OK) rc = redlock_register_xact(db, st);
     if (rc == SQLITE_OK) redlock_state_mark_loaded(st, db); /* without memory, a second load replaces it */
     if (rc != SQLITE_OK && !*pzErrMsg) *pzErrMsg = sqlite3_mprintf("redlock: could not register: %s", sqlite3_errstr(rc));
     if (*pzErrMsg) rl_text_clean_inplace(*pzErrMsg, strlen(*pzErrMsg) + 1); /* a host name from REDLOCK_NODES */

@@ -23,6 +23,7 @@ static const char *const guarded_names[REDLOCK_G_COUNT] = {
     [REDLOCK_G_ACQUIRE_MANY] = "redlock_acquire_many", [REDLOCK_G_RELEASE_MANY] = "redlock_release_many",
     [REDLOCK_G_DETACH] = "redlock_detach",           [REDLOCK_G_ADOPT] = "redlock_adopt",
     [REDLOCK_G_PING] = "redlock_ping",               [REDLOCK_G_HOLDER] = "redlock_holder",
+    [REDLOCK_G_ACQUIRE_XACT] = "redlock_acquire_xact", [REDLOCK_G_LOCK_XACT] = "redlock_lock_xact",
 };
 
 #define GUARD_PREFIX "redlock_" /* every guarded name starts so */

@@ -34,6 +34,8 @@ typedef enum {
     REDLOCK_G_ADOPT,
     REDLOCK_G_PING,
     REDLOCK_G_HOLDER,
+    REDLOCK_G_ACQUIRE_XACT,
+    REDLOCK_G_LOCK_XACT,
     REDLOCK_G_COUNT
 } redlock_guarded;
 

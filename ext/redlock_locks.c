@@ -12,10 +12,10 @@ SQLITE_EXTENSION_INIT3
 #define LOCKS_SCHEMA                                                                                \
     "CREATE TABLE x(resource TEXT, token TEXT, ttl_ms INTEGER, validity_ms INTEGER, holds INTEGER, " \
     "fence INTEGER, nodes INTEGER, extensions INTEGER, auto_extend INTEGER, state TEXT, lost_reason TEXT, "   \
-    "kind TEXT, max_holders INTEGER)"
+    "kind TEXT, max_holders INTEGER, xact_holds INTEGER)"
 
 enum { COL_RESOURCE, COL_TOKEN, COL_TTL, COL_VALIDITY, COL_HOLDS, COL_FENCE, COL_NODES, COL_EXTENSIONS, COL_AUTO,
-       COL_STATE, COL_LOST_REASON, COL_KIND, COL_MAX_HOLDERS };
+       COL_STATE, COL_LOST_REASON, COL_KIND, COL_MAX_HOLDERS, COL_XACT_HOLDS };
 
 typedef struct locks_cursor {
     redlock_cursor c;  /* first: n rows, at i */
@@ -85,6 +85,7 @@ static int locks_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col) {
         if (h->kind == RL_KIND_SHARED) sqlite3_result_int64(ctx, h->max_holders);
         else sqlite3_result_null(ctx);
         break;
+    case COL_XACT_HOLDS: sqlite3_result_int64(ctx, h->xact_holds); break;
     }
     return SQLITE_OK;
 }

@@ -17,6 +17,10 @@ typedef struct redlock_state {
     rl_session *session;
     int default_nodes;  /* the node list is still the default 127.0.0.1:6379,
                            REDLOCK_NODES being unset */
+    int xact_joined;    /* temp.redlock_xact takes part in the open transaction
+                           (redlock_xact.c): set by its xBegin (or its xCreate in
+                           a transaction), cleared at the transaction's end */
+    int xact_joining;   /* redlock_acquire_xact is making it take part */
 } redlock_state;
 
 /* Added to a "too few nodes answered" error while the default node is all

@@ -24,7 +24,8 @@ from harness import (lock_row, lock_rows, note, probe, probed, redis_writes, run
                      spin_until, timeout_env as env)
 
 COLUMNS = ["resource", "token", "ttl_ms", "validity_ms", "holds", "fence", "nodes",
-           "extensions", "auto_extend", "state", "lost_reason", "kind", "max_holders"]
+           "extensions", "auto_extend", "state", "lost_reason", "kind", "max_holders",
+           "xact_holds"]
 
 
 

@@ -116,6 +116,8 @@ typedef struct rl_settings {
     int64_t auto_extend;
     int64_t release_in_write_txn; /* not used by the engine: the host refuses a release
                                      made before its own writes are committed unless 1 */
+    int64_t xact_margin_ms;   /* not used by the engine: the validity a lock of a
+                                 transaction must have left for its COMMIT to go on */
     int64_t unsafe_test_quorum; /* 0: majority; tests only */
     int64_t tls_verify;       /* 1: check server certificates and host names */
     int64_t allow_evicting_nodes; /* 0: an evicting node's votes do not count */
@@ -134,7 +136,7 @@ typedef struct rl_settings {
     {                                                                                                          \
         .timeout_ms = 50, .retry_delay_ms = 200, .retry_jitter_ms = 100, .drift_factor = 0.01, .fencing = 1,   \
         .fence_ttl_ms = 7LL * 24 * 3600 * 1000, .reconnect_min_ms = 100, .reconnect_max_ms = 5000,            \
-        .tls_verify = 1, .holder_info = 1, .evalsha = 1,                                                       \
+        .tls_verify = 1, .holder_info = 1, .evalsha = 1, .xact_margin_ms = 100,                                \
     }
 
 /* A recent fenced acquisition, so a late yes with a lower number can still

@@ -34,6 +34,8 @@ static const setting table[] = {
     {"reconnect_max_ms", RL_SETTING_INT, OFF(reconnect_max_ms), 1, 3600000, "milliseconds from 1 to 3600000"},
     {"auto_extend", RL_SETTING_INT, OFF(auto_extend), 0, 1, "0 or 1"},
     {"release_in_write_txn", RL_SETTING_INT, OFF(release_in_write_txn), 0, 1, "0 (refused before COMMIT) or 1 (allowed)"},
+    {"xact_margin_ms", RL_SETTING_INT, OFF(xact_margin_ms), 0, RL_TTL_MAX_MS,
+     "milliseconds from 0 to 2147483647"},
     {"unsafe_test_quorum", RL_SETTING_INT, OFF(unsafe_test_quorum), 0, 1000, "0 (majority) or a node count; for tests only"},
     {"tls_verify", RL_SETTING_INT, OFF(tls_verify), 0, 1, "1 (check certificates) or 0 (insecure)"},
     {"allow_evicting_nodes", RL_SETTING_INT, OFF(allow_evicting_nodes), 0, 1, "0 (an evicting node's votes do not count) or 1"},
