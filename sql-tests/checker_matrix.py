@@ -36,6 +36,7 @@ from faultproxy import FaultProxy      # noqa: E402
 import checker                         # noqa: E402
 import checker_many                    # noqa: E402
 import checker_handoff                 # noqa: E402
+import checker_xact                    # noqa: E402
 
 WORKERS = 6
 TTL_MS = 300            # short, so that "after the TTL" fits many times into a run
@@ -423,6 +424,16 @@ def many_negative_quorum_1(seconds):
         return Outcome(_many(_urls(c), seconds, config={"unsafe_test_quorum": 1}), "broken", None)
 
 
+# ---- locks of a transaction (checker_xact.py): the COMMIT guard ----------
+
+def xact_client_pauses(seconds):
+    """Jobs of one transaction each, on one database file, some paused past
+    their TTL right before COMMIT: no paused job's write may be committed."""
+    with h.Cluster(5) as c:
+        res = checker_xact.run(_urls(c), seconds=seconds, ttl_ms=TTL_MS)
+        return Outcome(res, "safe", res.pauses, min_faults=1)
+
+
 SCENARIOS = [
     ("clean", clean),
     ("kill -9 + restart of a minority after the TTL", kill9_restart_after_ttl),
@@ -450,6 +461,7 @@ SCENARIOS = [
     ("acquire_many: kill -9 and SIGSTOP of a minority", many_kills_and_pauses),
     ("acquire_many: clients paused past the TTL", many_client_pauses),
     ("NEGATIVE: acquire_many with quorum 1", many_negative_quorum_1),
+    ("acquire_xact: jobs paused past the TTL before COMMIT", xact_client_pauses),
 ]
 
 SHORT = {"majority_down": 2.0, "majority_hung": 2.0}

@@ -39,17 +39,23 @@ class Store:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            top, top_hold = db.execute("SELECT fence, hold FROM state").fetchone()
-            ok = fence > top or (fence == top and hold == top_hold)
-            if ok:
-                db.execute("UPDATE state SET fence = ?, hold = ?", (fence, hold))
-            db.execute("INSERT INTO log(fence, hold, kind, accepted) VALUES (?, ?, ?, ?)",
-                       (fence, hold, kind, int(ok)))
+            ok = write_in(db, fence, hold, kind)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         return ok
+
+
+def write_in(db, fence, hold, kind):
+    """The store's rule, applied in the transaction db has open (a job whose
+    own transaction is the write: checker_xact.py). True when accepted."""
+    top, top_hold = db.execute("SELECT fence, hold FROM state").fetchone()
+    ok = fence > top or (fence == top and hold == top_hold)
+    if ok:
+        db.execute("UPDATE state SET fence = ?, hold = ?", (fence, hold))
+    db.execute("INSERT INTO log(fence, hold, kind, accepted) VALUES (?, ?, ?, ?)", (fence, hold, kind, int(ok)))
+    return ok
 
 
 def read_log(path):

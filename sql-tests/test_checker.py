@@ -12,7 +12,9 @@ a minority; delayed replies; clients that SIGSTOP themselves past their TTL
 (they must see the lock lost); slow client links (the validity must
 account for the time an acquisition took); a majority of nodes whose
 clocks jump forward (the documented limit: violations are seen, and the
-fencing numbers reject every stale write). The negative controls run the
+fencing numbers reject every stale write); jobs of one transaction each
+(redlock_acquire_xact, checker_xact.py) paused past their TTL right before
+COMMIT (none of their writes may be committed). The negative controls run the
 same checker with a deliberately broken lock (quorum forced to 1;
 processes given disjoint node sets) and must report violations, which
 shows the checker can fail.
@@ -65,6 +67,12 @@ def test_checker_client_paused_past_ttl_5n():
     res = _expect(m.client_pauses)
     check(res.paused >= 1 and res.loss_seen == res.paused,
           "paused holders that saw their loss: %d of %d" % (res.loss_seen, res.paused))
+
+
+def test_checker_xact_jobs_paused_before_commit_5n():
+    res = _expect(m.xact_client_pauses)
+    check(res.paused >= 1 and res.refused >= res.paused,
+          "every paused job's COMMIT refused: %d refused, %d paused" % (res.refused, res.paused))
 
 
 def test_checker_slow_client_links_5n():
