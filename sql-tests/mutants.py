@@ -5,9 +5,10 @@ For each mutant, copies src/ and ext/ to build/mutant-NAME/, applies its
 textual changes (each must match exactly once, or this fails loudly: the
 code moved and the mutant must be updated), builds redlock.so there with
 the project's flags, and runs checker scenarios against it (REDLOCK_EXT).
-A mutant is caught when a scenario misses its expectation. The baseline
-(no change) is built and run the same way and must pass: that is what
-makes a caught mutant mean something.
+A mutant is caught when a scenario misses its expectation, or, for the
+mutants of TEST_MUTANTS, when the sql-tests named there fail against it.
+The baseline (no change) is built and run the same way, those tests too,
+and must pass: that is what makes a caught mutant mean something.
 
     /usr/bin/python3 sql-tests/mutants.py [NAME ...] [--seconds S] [--list]
 
@@ -65,6 +66,18 @@ HANDOFF_SCENARIOS = ["handoff_partitions"]
 HANDOFF_MUTANTS = {"extend-shortens"}
 HANDOFF_MUTANT_SPAN = 2
 
+# The scenario (checker_matrix.py) the baseline and the transaction-lock
+# mutants run, besides the sql-tests of TEST_MUTANTS: jobs paused past
+# their TTL right before COMMIT.
+XACT_SCENARIOS = ["xact_client_pauses"]
+
+# Mutants caught by sql-tests too: name -> (module, [test name filters]);
+# the baseline runs every one of them.
+TEST_MUTANTS = {
+    "xact-release-before-commit": ("test_xact", ["test_order_proof"]),
+    "xact-guard-off": ("test_xact", ["test_late_commit"]),
+}
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -109,6 +122,14 @@ MUTANTS = {
     "counter-value-as-token": (
         "a token that is a number (a fencing counter's value) is taken, so x:fence can be released as a lock",
         [("src/rl_lock.c", "if (is_integer_text(token, toklen))", "if (is_integer_text(token, 0))")]),
+    "xact-release-before-commit": (
+        "a transaction's locks are released before its COMMIT (as a commit hook would), not after it",
+        [("ext/redlock_xact.c", "    if (!rl_session_xact_open(s)) return SQLITE_OK;\n    if (commit_may_wait",
+          "    rl_session_xact_end(s);\n    if (!rl_session_xact_open(s)) return SQLITE_OK;\n    if (commit_may_wait")]),
+    "xact-guard-off": (
+        "the COMMIT guard lets every COMMIT through, its lock lost or not",
+        [("ext/redlock_xact.c", "if (rl_session_xact_check(s, margin.i, why, sizeof why) == 0) return SQLITE_OK;",
+          "if (1 || rl_session_xact_check(s, margin.i, why, sizeof why) == 0) return SQLITE_OK;")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
@@ -148,17 +169,17 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False):
+def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False, xact=False):
     """Runs the scenarios against ext (shared: the shared-lock ones; many:
     the acquire_many ones; companion: the companion-key one; handoff: the
-    real-partition one); returns (exit status, MISSED lines, table rows,
-    SKIP lines)."""
+    real-partition one; xact: the transaction-lock one); returns (exit
+    status, MISSED lines, table rows, SKIP lines)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
     if shared:
         cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
     else:
         names = (MANY_SCENARIOS if many else COMPANION_SCENARIOS if companion else
-                 HANDOFF_SCENARIOS if handoff else SCENARIOS)
+                 HANDOFF_SCENARIOS if handoff else XACT_SCENARIOS if xact else SCENARIOS)
         cmd = [sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
                "--only", ",".join(names)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -169,6 +190,19 @@ def run_scenarios(ext, seconds, shared=False, many=False, companion=False, hando
     if r.returncode != 0 and not missed:
         missed = ["the run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]]
     return r.returncode, missed, rows, skips
+
+
+def run_tests(ext, module, filters):
+    """Runs those tests of module (python3 test_x.py FILTER...) against ext;
+    returns (exit status, FAIL lines, [the closing count line])."""
+    env = dict(os.environ, REDLOCK_EXT=ext)
+    r = subprocess.run([sys.executable, os.path.join(HERE, module + ".py")] + filters, cwd=HERE, env=env,
+                       capture_output=True, text=True, timeout=600)
+    lines = r.stdout.splitlines()
+    failed = [x for x in lines if x.startswith("FAIL")]
+    if r.returncode != 0 and not failed:
+        failed = ["the run failed: " + (r.stderr.strip().splitlines() or ["?"])[-1]]
+    return r.returncode, [x[:300] for x in failed], [x for x in lines if x.endswith(" failed")][-1:]
 
 
 def main(argv):
@@ -190,10 +224,14 @@ def main(argv):
     for name in names:
         ext = build(name)
         rc, missed, rows, skips = 0, [], [], []
-        if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS | HANDOFF_MUTANTS:
+        if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS | HANDOFF_MUTANTS | set(TEST_MUTANTS):
             rc, missed, rows, skips = run_scenarios(ext, a.seconds)
+        for tname, (module, filters) in TEST_MUTANTS.items():
+            if name in (tname, "baseline"):
+                rc2, failed, counts = run_tests(ext, module, filters)
+                rc, missed, rows = rc or rc2, missed + ["MISSED " + f for f in failed], rows + counts
         for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS), ("companion", COMPANION_MUTANTS),
-                            ("handoff", HANDOFF_MUTANTS)):
+                            ("handoff", HANDOFF_MUTANTS), ("xact", set(TEST_MUTANTS))):
             if name in group or name == "baseline":
                 span = (SHARED_MUTANT_SPAN if name in SHARED_MUTANTS else
                         HANDOFF_MUTANT_SPAN if name in HANDOFF_MUTANTS else 1)
