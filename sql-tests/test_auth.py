@@ -528,8 +528,9 @@ def test_the_masked_password_is_not_kept_for_another_server():
 
 LOCK_PW = "L0ck-Pa55-word"
 # rules of the documented line a lock works without (waking waiters,
-# scripts by digest, redlock_ping)
-OPTIONAL_RULES = {"+evalsha", "+publish", "+pubsub|numsub", "+subscribe", "+unsubscribe", "+ping"}
+# scripts by digest, redlock_ping, the fleet tables)
+OPTIONAL_RULES = {"+evalsha", "+publish", "+pubsub|numsub", "+subscribe", "+unsubscribe", "+ping", "+scan",
+                  "+getrange"}
 
 
 def _read(*path):

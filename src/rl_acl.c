@@ -15,7 +15,8 @@
  * fenced acquisitions (RL_LUA_DRAW_FENCE, RL_LUA_KEEP_FENCE), HSET only
  * where holder details are written; every other command may run in any
  * call, since a name may hold another client's kind of lock (a release
- * meeting a shared lock reads its sorted set).
+ * meeting a shared lock reads its sorted set). SCAN and GETRANGE only
+ * read the fleet tables (rl_fleet.h): optional, as a lock needs neither.
  * Each is checked with arguments its arity takes (a newer Redis refuses
  * other counts, and 7.0 reads past the arguments of EVAL given none), K
  * standing for the probe's key (RL_ACL_PROBE_KEY). */
@@ -31,7 +32,8 @@
     X("zremrangebyscore", "K 0 1", ALWAYS) X("zscore", "K m", ALWAYS)                    \
     X("hget", "K f", ALWAYS) X("hdel", "K f", ALWAYS) X("hincrby", "K f 1", ALWAYS)      \
     X("incr", "K", FENCING) X("persist", "K", FENCING) X("hset", "K f v", HOLDER)        \
-    X("publish", "K m", OPTIONAL) X("pubsub numsub", "", OPTIONAL)
+    X("publish", "K m", OPTIONAL) X("pubsub numsub", "", OPTIONAL)                      \
+    X("scan", "0", OPTIONAL) X("getrange", "K 0 1", OPTIONAL)
 
 #define ENTRY(name, args, need) {name, RL_ACL_##need},
 static const struct {
