@@ -60,6 +60,7 @@ typedef struct rl_node {
     int sub_ready;          /* sub was asked to subscribe to the waited-for name's channels */
     int sub_confirms;       /* of the two confirmations of that SUBSCRIBE, how many came
                                (-1: it answered with an error and will confirm nothing) */
+    int sub_need;           /* the confirmations that SUBSCRIBE gets: one per channel (rl_wait.c) */
     int64_t stale_until_us;
     int health;
     int64_t retry_at_us;    /* while down: not contacted before this */

@@ -141,26 +141,6 @@ static rl_status begin(rl_client *c, const char *res, size_t reslen, rl_outcome 
     return RL_OK;
 }
 
-/* A release message proves nothing (anyone allowed to PUBLISH on the
- * channel can send one), so the attempts messages bring forward are
- * counted out: RL_WAKE_BURST at once, then one per RL_WAKE_GAP_US. A
- * hand-off goes at once; a flood of messages makes a waiter poll at that
- * rate, never faster (those that come meanwhile are read and dropped).
- * Takes one at t when there is one left. Caller holds c->mu. */
-static int take_early_attempt(rl_client *c, int64_t t) {
-    int64_t grown = (t - c->wake_filled_us) / RL_WAKE_GAP_US;
-    if (grown >= RL_WAKE_BURST - c->wake_left) {
-        c->wake_left = RL_WAKE_BURST;
-        c->wake_filled_us = t;
-    } else if (grown > 0) {
-        c->wake_left += (int)grown;
-        c->wake_filled_us += grown * RL_WAKE_GAP_US;
-    }
-    if (c->wake_left == 0) return 0;
-    c->wake_left--;
-    return 1;
-}
-
 int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
                   int64_t deadline, rl_outcome *out) {
     if (subscribed && !*subscribed) {
@@ -187,7 +167,7 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
     for (;;) {
         int64_t t = rl_now_us(), end = until;
         if (woken) {
-            if (take_early_attempt(c, t)) break;
+            if (rl_wait_take_early(c, t)) break;
             if (c->wake_filled_us + RL_WAKE_GAP_US < end) end = c->wake_filled_us + RL_WAKE_GAP_US;
         }
         if (t >= end) {

@@ -156,9 +156,7 @@ rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char
 
 /* How many early attempts release messages can bring about (see
  * rl_lock_pause): RL_WAKE_BURST at once, then one per RL_WAKE_GAP_US, for
- * each client. */
-#define RL_WAKE_BURST 8
-#define RL_WAKE_GAP_US 2000
+ * each client (rl_wait.h, rl_wait_take_early). */
 
 /* The pause between two attempts of an acquire that waits (rl_shared and
  * rl_many wait the same way). With subscribed (NULL: the caller subscribes

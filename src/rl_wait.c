@@ -11,18 +11,34 @@
 #include "rl_clock.h"
 #include "rl_node.h"
 
-/* The two channels of key on node: released and keyspace (malloc'ed). */
+/* The two channels of key on node: released and keyspace (malloc'ed);
+ * or, for a fair waiter, its own channel alone in rel (ks NULL). */
 typedef struct channels {
     char *rel, *ks;
     size_t rellen, kslen;
 } channels;
+
+/* How many confirmations subscribing to ch gets: one per channel. */
+static int channels_count(const channels *ch) {
+    return ch->ks ? 2 : 1;
+}
 
 static void channels_free(channels *ch) {
     free(ch->rel);
     free(ch->ks);
 }
 
-static int channels_make(const rl_node *node, const char *key, size_t keylen, channels *ch) {
+/* one: key is the channel itself (a fair waiter's own). */
+static int channels_make(const rl_node *node, const char *key, size_t keylen, int one, channels *ch) {
+    if (one) {
+        ch->ks = NULL;
+        ch->kslen = 0;
+        ch->rellen = keylen;
+        if (!(ch->rel = malloc(keylen + 1))) return -1;
+        memcpy(ch->rel, key, keylen);
+        ch->rel[keylen] = '\0';
+        return 0;
+    }
     char head[48];
     int hl = snprintf(head, sizeof head, "__keyspace@%d__:", node->ep.db);
     size_t sl = sizeof RL_RELEASED_SUFFIX - 1;
@@ -52,7 +68,7 @@ static int is_str(const rl_reply *r, const char *s, size_t len) {
 static int classify(const rl_reply *r, const channels *ch) {
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3) return 0;
     const rl_reply *chan = r->element[1];
-    int ours = is_str(chan, ch->rel, ch->rellen) || is_str(chan, ch->ks, ch->kslen);
+    int ours = is_str(chan, ch->rel, ch->rellen) || (ch->ks && is_str(chan, ch->ks, ch->kslen));
     if (!ours) return 0;
     if (is_str(r->element[0], "message", 7)) return 1;
     if (is_str(r->element[0], "subscribe", 9)) return 2;
@@ -73,19 +89,19 @@ static rl_conn *open_sub(rl_client *c, rl_node *node) {
 }
 
 /* Reads every push reply on node's sub; returns 1 when one was a message
- * on ch after both confirmations of the SUBSCRIBE: one before them was
+ * on ch after every confirmation of the SUBSCRIBE (need): one before them was
  * published before it ran, to an earlier wait's subscription on the same
  * name (whose UNSUBSCRIBE was not read yet), and says nothing of the lock
  * now. Confirmations are counted into *confirmed, and an error reply (a
  * user who may not SUBSCRIBE, a failed AUTH) sets it to -1 for good: that
  * node will confirm nothing. */
-static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
+static int read_sub(rl_node *node, const channels *ch, int need, int *confirmed) {
     int woken = 0;
     rl_tag tag;
     rl_reply *r;
     while (rl_conn_next_reply(node->sub, &tag, &r) == 1) {
         int k = classify(r, ch);
-        if (k == 1 && *confirmed >= 2) woken = 1;
+        if (k == 1 && *confirmed >= need) woken = 1;
         if (*confirmed >= 0) {
             if (r && r->type == REDIS_REPLY_ERROR) *confirmed = -1;
             else if (k == 2) (*confirmed)++;
@@ -95,7 +111,8 @@ static int read_sub(rl_node *node, const channels *ch, int *confirmed) {
     return woken;
 }
 
-int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us) {
+/* rl_wait_subscribe, or with one rl_wait_subscribe_channel. */
+static int subscribe(rl_client *c, const char *key, size_t keylen, int one, int64_t until_us) {
     int64_t now = rl_now_us(), deadline = now;
     int cancelled = 0, woken = 0;
     channels *chs = calloc(c->n > 0 ? (size_t)c->n : 1, sizeof *chs);
@@ -107,7 +124,8 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
         rl_node *node = c->nodes[i];
         node->sub_ready = 0;
         node->sub_confirms = 0;
-        if (node->health == RL_HEALTH_DOWN || channels_make(node, key, keylen, &chs[i]) != 0) continue;
+        if (node->health == RL_HEALTH_DOWN || channels_make(node, key, keylen, one, &chs[i]) != 0) continue;
+        node->sub_need = channels_count(&chs[i]);
         if (node->sub && node->sub->broken) {
             rl_conn_close(node->sub);
             node->sub = NULL;
@@ -115,7 +133,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
         if (!node->sub && !(node->sub = open_sub(c, node))) continue;
         const char *argv[3] = {"SUBSCRIBE", chs[i].rel, chs[i].ks};
         size_t lens[3] = {9, chs[i].rellen, chs[i].kslen};
-        if (rl_conn_send(node->sub, NULL, 3, argv, lens) != 0) continue;
+        if (rl_conn_send(node->sub, NULL, node->sub_need + 1, argv, lens) != 0) continue;
         node->sub_ready = 1; /* asked; confirmed below */
         int64_t d = now + rl_client_timeout_us(c, node);
         if (d > deadline) deadline = d;
@@ -130,7 +148,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
         for (int i = 0; i < c->n; i++) {
             rl_node *node = c->nodes[i];
             if (!node->sub_ready || node->sub_confirms < 0 || node->sub->broken) continue;
-            waiting += node->sub_confirms < 2;
+            waiting += node->sub_confirms < node->sub_need;
             pfd[k] = (struct pollfd){.fd = node->sub->fd, .events = rl_conn_events(node->sub)};
             who[k++] = i;
         }
@@ -149,7 +167,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
             if (!pfd[j].revents) continue;
             rl_node *node = c->nodes[who[j]];
             rl_conn_progress(node->sub, pfd[j].revents);
-            woken |= read_sub(node, &chs[who[j]], &node->sub_confirms);
+            woken |= read_sub(node, &chs[who[j]], node->sub_need, &node->sub_confirms);
         }
         /* A release came on a confirmed subscription: the caller tries again
          * now rather than after a hung node's confirmation that never comes. */
@@ -157,7 +175,7 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
     }
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
-        if (node->sub_ready && node->sub_confirms >= 2) {
+        if (node->sub_ready && node->sub_confirms >= node->sub_need) {
             ready++;
             continue;
         }
@@ -196,7 +214,16 @@ static int poll_cancellable(rl_client *c, struct pollfd *pfd, int k, int64_t wai
     }
 }
 
-int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us) {
+int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t until_us) {
+    return subscribe(c, key, keylen, 0, until_us);
+}
+
+int rl_wait_subscribe_channel(rl_client *c, const char *chan, size_t chanlen, int64_t until_us) {
+    return subscribe(c, chan, chanlen, 1, until_us);
+}
+
+/* rl_wait_for_release, or with one rl_wait_for_channel. */
+static int wait_for(rl_client *c, const char *key, size_t keylen, int one, int64_t wait_us) {
     int n = c->n, k = 0, woken = 0;
     struct pollfd *pfd = calloc(n > 0 ? (size_t)n : 1, sizeof *pfd);
     int *who = calloc(n > 0 ? (size_t)n : 1, sizeof *who);
@@ -226,8 +253,8 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
         if (!node->sub || node->sub->fd != pfd[j].fd) continue;
         rl_conn_progress(node->sub, pfd[j].revents);
         channels ch;
-        if (channels_make(node, key, keylen, &ch) != 0) continue;
-        woken |= read_sub(node, &ch, &node->sub_confirms);
+        if (channels_make(node, key, keylen, one, &ch) != 0) continue;
+        woken |= read_sub(node, &ch, node->sub_need, &node->sub_confirms);
         channels_free(&ch);
     }
     free(pfd);
@@ -235,11 +262,33 @@ int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wa
     return woken;
 }
 
+int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us) {
+    return wait_for(c, key, keylen, 0, wait_us);
+}
+
+int rl_wait_for_channel(rl_client *c, const char *chan, size_t chanlen, int64_t wait_us) {
+    return wait_for(c, chan, chanlen, 1, wait_us);
+}
+
+int rl_wait_take_early(rl_client *c, int64_t t) {
+    int64_t grown = (t - c->wake_filled_us) / RL_WAKE_GAP_US;
+    if (grown >= RL_WAKE_BURST - c->wake_left) {
+        c->wake_left = RL_WAKE_BURST;
+        c->wake_filled_us = t;
+    } else if (grown > 0) {
+        c->wake_left += (int)grown;
+        c->wake_filled_us += grown * RL_WAKE_GAP_US;
+    }
+    if (c->wake_left == 0) return 0;
+    c->wake_left--;
+    return 1;
+}
+
 void rl_wait_unsubscribe(rl_client *c) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];
         if (!node->sub || !node->sub_ready) continue;
-        if (node->sub_confirms < 2) {
+        if (node->sub_confirms < node->sub_need) {
             /* Its confirmations were never read: the next SUBSCRIBE would
              * take them for its own, before the server has run it. */
             rl_conn_close(node->sub);

@@ -34,6 +34,21 @@ int rl_wait_subscribe(rl_client *c, const char *key, size_t keylen, int64_t unti
  * else 0. */
 int rl_wait_for_release(rl_client *c, const char *key, size_t keylen, int64_t wait_us);
 
+/* The same for a fair waiter (rl_queue.h): only its own channel chan
+ * (chanlen bytes), which the name's releases publish to when its turn may
+ * have come. */
+int rl_wait_subscribe_channel(rl_client *c, const char *chan, size_t chanlen, int64_t until_us);
+int rl_wait_for_channel(rl_client *c, const char *chan, size_t chanlen, int64_t wait_us);
+
+/* A release message proves nothing (anyone allowed to PUBLISH on the
+ * channel can send one), so the early attempts messages bring about are
+ * counted out: RL_WAKE_BURST at once, then one per RL_WAKE_GAP_US, for
+ * each client. Takes one at t (rl_now_us()) when there is one left and
+ * returns 1, else 0. Caller holds c->mu. */
+#define RL_WAKE_BURST 8
+#define RL_WAKE_GAP_US 2000
+int rl_wait_take_early(rl_client *c, int64_t t);
+
 /* Unsubscribes every node without waiting. Caller holds c->mu. */
 void rl_wait_unsubscribe(rl_client *c);
 
