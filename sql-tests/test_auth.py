@@ -617,6 +617,31 @@ def test_the_documented_lock_user_can_do_everything_1n():
     eq(left, [], "keys left")
 
 
+def test_the_documented_lock_user_can_wait_fairly_1n():
+    """The same documented line covers fair waiting (redlock_config('fair',
+    1)): the queue's scripts call only commands of the list, and a release
+    wakes the queued waiter on its own channel; the queue goes with it."""
+    import threading
+    n = h.RedisNode()
+    holder = h.connect(lock_user(n, "fair-holder", doc_acl_rules()), timeout_ms=SLOW, fair=1)
+    waiter = h.connect(lock_user(n, "fair-waiter", doc_acl_rules()), timeout_ms=SLOW, fair=1)
+    is_token(value(holder, "SELECT redlock_acquire('fq', 10000)"), "the holder's acquire")
+    got = []
+    t = threading.Thread(target=lambda: got.append(value(waiter, "SELECT redlock_acquire('fq', 10000, 20000)")))
+    t.start()
+    h.wait_until(lambda: n.cmd("PUBSUB", "CHANNELS", "fq:queue:*"), 10, what="the waiter queued and listening")
+    eq(n.cmd("ZCARD", "fq:queue"), 2, "its entry (and the queue's mark)")
+    eq(value(holder, "SELECT redlock_release('fq')"), 1, "release")
+    t.join(30)
+    is_token(got[0] if got else None, "the waiter's acquire")
+    eq(value(waiter, "SELECT redlock_release('fq')"), 1, "the waiter's release")
+    h.settle(holder, waiter)
+    for con in (holder, waiter):
+        r = node_rows(con)[0]
+        eq((r["state"], r["last_error"]), ("up", None), "the node")
+    eq([k for k in n.keys() if k.startswith("fq") and not k.endswith(":fence")], [], "keys left")
+
+
 def test_a_lock_user_with_one_command_less_is_refused_naming_it_1n():
     """The documented line less any one rule the locks need: the node is
     refused (state refused, no vote) with an error naming what is missing.

@@ -127,6 +127,8 @@ typedef struct rl_settings {
     int64_t evalsha;          /* 1: scripts a node has cached go by digest (rl_evalsha.h) */
     int64_t on_lost;          /* 1: the owner is told when a lock taken from now on
                                  is lost or runs out of validity (rl_session_set_on_lost) */
+    int64_t fair;             /* 1: waiting acquires queue, served in order (rl_queue.h) */
+    int64_t queue_lease_ms;   /* how long a fair waiter's queue entry outlives its last turn */
     char *client_name;        /* owned: the app name in holder details */
     char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file; /* owned; "": not set */
 } rl_settings;
@@ -138,6 +140,7 @@ typedef struct rl_settings {
         .timeout_ms = 50, .retry_delay_ms = 200, .retry_jitter_ms = 100, .drift_factor = 0.01, .fencing = 1,   \
         .fence_ttl_ms = 7LL * 24 * 3600 * 1000, .reconnect_min_ms = 100, .reconnect_max_ms = 5000,            \
         .tls_verify = 1, .holder_info = 1, .evalsha = 1, .xact_margin_ms = 100,                                \
+        .queue_lease_ms = 2000,                                                                                \
     }
 
 /* A recent fenced acquisition, so a late yes with a lower number can still

@@ -10,6 +10,11 @@
 /* Microseconds since an arbitrary fixed point; never goes backwards. */
 int64_t rl_now_us(void);
 
+/* Milliseconds since the Unix epoch on the wall clock. Never used for a
+ * deadline or a validity: only for the order of a fair queue (rl_queue.h),
+ * which must be the same on every node and so comes from the waiter. */
+int64_t rl_clock_wall_ms(void);
+
 /* Sleeps for `us` microseconds (no-op when us <= 0). */
 void rl_sleep_us(int64_t us);
 

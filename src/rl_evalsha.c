@@ -16,6 +16,7 @@ static const struct {
 } scripts[RL_EVALSHA_SCRIPTS] = {
     SCRIPT(RL_SCRIPT_ACQUIRE_HOLDER), SCRIPT(RL_SCRIPT_ACQUIRE_FENCED), SCRIPT(RL_SCRIPT_RELEASE),
     SCRIPT(RL_SCRIPT_EXTEND), SCRIPT(RL_SCRIPT_ACQUIRE_SHARED),
+    SCRIPT(RL_SCRIPT_QUEUE_TURN), SCRIPT(RL_SCRIPT_RELEASE_FAIR), /* a fair wait's turns, its release */
 };
 
 static char digests[RL_EVALSHA_SCRIPTS][41]; /* "" when not computed */

@@ -27,6 +27,7 @@ enum {
     RL_K_EXTEND_MANY, /* compare-and-pexpire of many keys, one script: an answer per key */
     RL_K_ACL,         /* connection set-up, the last: which commands the user may run (rl_acl.h) */
     RL_K_FLEET,       /* one SCAN step and what its keys hold, read only (rl_fleet.h) */
+    RL_K_QUEUE,       /* a fair waiter's turn: enter or refresh its queue entry (rl_queue.h) */
 };
 
 /* 1 for the set-up commands a new connection sends before any lock command. */

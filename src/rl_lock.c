@@ -10,6 +10,7 @@
 #include "rl_clock.h"
 #include "rl_fence.h"
 #include "rl_floor.h"
+#include "rl_queue.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
@@ -70,6 +71,11 @@ static int release_cmd(const rl_client *c, const keys *k, const char *token, siz
     size_t l[7] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, strlen(c->set.key_prefix), k->chanlen};
     memcpy(argv, a, sizeof a);
     memcpy(lens, l, sizeof l);
+    if (tell_waiters && c->set.fair) { /* tells the queue's head instead (rl_queue.h) */
+        argv[1] = RL_SCRIPT_RELEASE_FAIR;
+        lens[1] = sizeof RL_SCRIPT_RELEASE_FAIR - 1;
+        return 6;
+    }
     return tell_waiters ? 7 : 6;
 }
 
@@ -406,7 +412,15 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     if (ttl_ms > c->max_ttl_ms) c->max_ttl_ms = ttl_ms;
     int64_t deadline = 0; /* counted from the first attempt's start */
     int subscribed = 0, woken = 0, marked = 0;
-    for (;;) {
+    rl_queue q;
+    int no_queue = rl_queue_start(c, &q, k.key, k.keylen, 0, wait_ms) != 0;
+    if (no_queue) finish(out, RL_NOMEM, "out of memory");
+    else if (q.on) deadline = rl_now_us() + wait_ms * 1000; /* counted from the first turn */
+    for (; !no_queue;) {
+        if (!rl_queue_may_try(c, &q, votes)) {
+            if (rl_lock_queue_wait(c, &q, deadline, out) < 0) break;
+            continue;
+        }
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
@@ -488,9 +502,11 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             marked = 1;
             now = rl_now_us();
         }
-        woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
+        if (q.on) woken = rl_lock_queue_wait(c, &q, deadline, out);
+        else woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
+    rl_queue_end(c, &q, out->status == RL_OK);
     if (marked && (out->status == RL_OK || out->status == RL_INTERRUPTED))
         clear_writer_waiting(c, &k, out->status == RL_INTERRUPTED, votes);
     if (subscribed) rl_wait_unsubscribe(c);
@@ -500,6 +516,27 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     pthread_mutex_unlock(&c->mu);
     end(&k, votes, small);
     return out->status;
+}
+
+int rl_lock_queue_wait(rl_client *c, rl_queue *q, int64_t deadline, rl_outcome *out) {
+    int64_t now = rl_now_us();
+    if (now >= deadline) {
+        if (out->attempts == 0)
+            finish(out, RL_REFUSED, "queued behind other waiters for all of wait_ms (%d turns); held elsewhere",
+                   q->turns);
+        return -1;
+    }
+    int w = rl_queue_pause(c, q, now, deadline);
+    if (w < 0) {
+        /* Every failed attempt is cleaned up before the pause: nothing is held. */
+        finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
+        return -1;
+    }
+    if (c->n != out->nodes) {
+        finish(out, RL_MISUSE, "the node list changed while waiting for the lock");
+        return -1;
+    }
+    return w;
 }
 
 /* Whether s (len bytes) is what INCR leaves in a key: a decimal integer. */

@@ -175,6 +175,14 @@ rl_status rl_lock_check(rl_client *c, const char *res, size_t reslen, const char
 int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed, int woken, int got_some, int64_t now,
                   int64_t deadline, rl_outcome *out);
 
+struct rl_queue;
+
+/* The pause of a fair waiter (rl_queue.h), until deadline at most, as
+ * rl_lock_pause: 1 when a message on its channel woke it, 0 when its next
+ * turn is due, -1 when the acquire must stop (out says why: wait_ms ran
+ * out, interrupted, the node list changed). Caller holds c->mu. */
+int rl_lock_queue_wait(rl_client *c, struct rl_queue *q, int64_t deadline, rl_outcome *out);
+
 /* Sets out->nodes and out->quorum; RL_OK, or RL_MISUSE with out->msg when
  * no node is configured or unsafe_test_quorum exceeds the nodes. */
 rl_status rl_lock_check_nodes(const rl_client *c, rl_outcome *out);

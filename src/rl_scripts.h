@@ -583,4 +583,103 @@
     "if s[j] > 0 then out[#out + 1] = {string.sub(s[j - 1], 1, #s[j - 1] - #rsuf), 's', s[j]} end end end end " \
     "return out"
 
+/* ---- fair queues (rl_queue.h) ----
+ * A name's waiters in fair mode are queued on each node in two sorted sets
+ * beside the lock: <key>:queue (RL_QUEUE_SUFFIX), member the waiter's
+ * entry, score the wall-clock ms at which it began to wait (the waiter's
+ * own clock, so the order is the same on every node that holds the
+ * entries; equal scores go by member, a random id), and
+ * <key>:queue-lease (RL_QUEUE_LEASE_SUFFIX), the same members scored with
+ * the node-clock ms at which each entry's lease ends. An entry is
+ * RL_QUEUE_ID_HEX random hex digits, ':' and its kind, 'x' (exclusive) or
+ * 's' (shared); its waiter hears on the channel <key>:queue:<entry> that
+ * its turn may have come. Both sets hold the member RL_QUEUE_MARK with the
+ * score -1, which marks them as ours: a sorted set without it (a shared
+ * lock named x:queue, a leaderboard) or a key of any other type under
+ * those names is another program's, and no script touches it; the name
+ * then has no queue on that node. An entry whose lease has ended is dead:
+ * every turn and fair release drops those first. Both keys expire
+ * with the last lease, so a queue whose waiters all died goes by itself.
+ * The scripts only say who may try: the lock itself is taken by the plain
+ * acquire scripts, on a quorum, as without a queue. */
+#define RL_QUEUE_SUFFIX ":queue"
+#define RL_QUEUE_LEASE_SUFFIX ":queue-lease"
+#define RL_QUEUE_MARK "redlock-queue"
+#define RL_QUEUE_ID_HEX 16
+/* ourq(k): 1 when k is a queue set of ours, 0 when it does not exist, -1
+ * when it is another program's key (one call when it is ours: a ZSCORE,
+ * which fails on a key of another type). qprune(q, l, now): drops the entries
+ * whose lease has ended (up to 1,000 a call). qwake(k, q, l, now): tells
+ * the waiters at the head of lock key k's queue that their turn may have
+ * come: the head when it is exclusive and k is free; when it is shared,
+ * the shared entries before the first exclusive one (up to 100) unless k
+ * is held exclusively; with no queue, or an empty one, it publishes on
+ * <key>:released as a plain release does, for the waiters that do not
+ * queue. */
+#define RL_LUA_QUEUE \
+    "local function ourq(k) local m = redis.pcall('zscore', k, '" RL_QUEUE_MARK "') " \
+    "if type(m) == 'table' then return -1 end if m then return 1 end " \
+    "return redis.call('exists', k) == 0 and 0 or -1 end " \
+    "local function qprune(q, l, now) local ex = redis.call('zrangebyscore', l, 0, now, 'limit', 0, 1000) " \
+    "if #ex > 0 then redis.call('zrem', l, unpack(ex)) redis.call('zrem', q, unpack(ex)) end end " \
+    "local function qwake(k, q, l, now) " \
+    "if ourq(q) ~= 1 or ourq(l) ~= 1 then redis.pcall('publish', k .. ':released', '') return end " \
+    "qprune(q, l, now) local h = redis.call('zrange', q, 1, 1) " \
+    "if #h == 0 then redis.call('del', q, l) redis.pcall('publish', k .. ':released', '') return end " \
+    "local ty = redis.call('type', k).ok " \
+    "if string.sub(h[1], -1) == 'x' then if ty == 'none' then redis.pcall('publish', q .. ':' .. h[1], '') end return end " \
+    "if ty == 'string' then return end h = redis.call('zrange', q, 1, 100) " \
+    "for i = 1, #h do if string.sub(h[i], -1) == 'x' then return end redis.pcall('publish', q .. ':' .. h[i], '') end end "
+
+/* A fair waiter's turn: KEYS[1] the queue, KEYS[2] its leases; ARGV[1]
+ * the entry, ARGV[2] the wall-clock ms its wait began (digits), ARGV[3]
+ * the lease in ms. Drops dead entries, adds the entry (again, at the same
+ * place, when its lease had ended: a waiter that was stopped comes back
+ * where it was) or renews its lease, and answers how many entries ahead
+ * of it keep it from trying: for an exclusive entry every one ahead, for
+ * a shared one the exclusive ones ahead (0: it may try); -1 when either
+ * key is another program's (nothing written). A queue found with only one
+ * of its two keys (someone deleted the other) starts again empty. */
+#define RL_SCRIPT_QUEUE_TURN \
+    RL_LUA_QUEUE RL_LUA_NOW \
+    "local q, l, me = KEYS[1], KEYS[2], ARGV[1] " \
+    "if not string.find(ARGV[2], '^%d+$') then return redis.error_reply('queue time must be digits') end " \
+    "local oq, ol = ourq(q), ourq(l) if oq < 0 or ol < 0 then return -1 end " \
+    "if oq ~= ol then redis.call('del', q, l) oq = 0 end " \
+    "if oq == 1 then qprune(q, l, now) else " \
+    "redis.call('zadd', q, -1, '" RL_QUEUE_MARK "') redis.call('zadd', l, -1, '" RL_QUEUE_MARK "') end " \
+    "redis.call('zadd', q, ARGV[2], me) redis.call('zadd', l, now + tonumber(ARGV[3]), me) " \
+    "local top = redis.call('zrange', l, -1, -1, 'withscores')[2] " \
+    "redis.call('pexpireat', q, top) redis.call('pexpireat', l, top) " \
+    "local r = redis.call('zcount', q, '(-1', '(' .. ARGV[2]) local tie = redis.call('zrangebyscore', q, ARGV[2], ARGV[2]) " \
+    "for i = 1, #tie do if tie[i] == me then r = r + i - 1 break end end " \
+    "if string.sub(me, -1) == 'x' or r == 0 then return r end " \
+    "local a = redis.call('zrange', q, 1, math.min(r, 1000)) local w = r > 1000 and 1 or 0 " \
+    "for i = 1, #a do if string.sub(a[i], -1) == 'x' then w = w + 1 end end return w"
+
+/* A waiter leaves the queue: KEYS[1] the queue, KEYS[2] its leases,
+ * KEYS[3] the lock key; ARGV[1] the entry, ARGV[2] '1' when it leaves
+ * without the lock (it gave up, or stopped): when it was at the head, the
+ * waiters now at the head are told (RL_LUA_QUEUE's qwake), so a turn
+ * given to it is not lost. The last entry takes both keys with it. Always
+ * 1; other programs' keys are left alone. */
+#define RL_SCRIPT_QUEUE_LEAVE \
+    RL_LUA_QUEUE \
+    "local q, l = KEYS[1], KEYS[2] if ourq(q) ~= 1 or ourq(l) ~= 1 then return 1 end " \
+    "local was = redis.call('zrange', q, 1, 1)[1] == ARGV[1] " \
+    "if redis.call('zrem', q, ARGV[1]) == 0 then return 1 end redis.call('zrem', l, ARGV[1]) " \
+    "if #redis.call('zrange', q, 1, 1) == 0 then redis.call('del', q, l) return 1 end " \
+    "if was and ARGV[2] == '1' then " RL_LUA_NOW "qwake(KEYS[3], q, l, now) end return 1"
+
+/* The release of a connection in fair mode: RL_SCRIPT_RELEASE, run with
+ * KEYS[1] and ARGV[1..2] as there and without a channel, then, when it
+ * gave the lock back, the next waiters of the name's queue are told
+ * (RL_LUA_QUEUE's qwake: on their own channels, or on <key>:released
+ * when the name has no queue). */
+#define RL_SCRIPT_RELEASE_FAIR \
+    RL_LUA_QUEUE "local function release() " RL_SCRIPT_RELEASE " end local done = release() " \
+    "if done == 1 then local tq = redis.call('time') " \
+    "qwake(KEYS[1], KEYS[1] .. '" RL_QUEUE_SUFFIX "', KEYS[1] .. '" RL_QUEUE_LEASE_SUFFIX "', " \
+    "tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000)) end return done"
+
 #endif

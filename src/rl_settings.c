@@ -43,6 +43,8 @@ static const setting table[] = {
     {"holder_info", RL_SETTING_INT, OFF(holder_info), 0, 1, "1 (acquisitions write who holds the lock, for redlock_holder) or 0"},
     {"evalsha", RL_SETTING_INT, OFF(evalsha), 0, 1, "1 (scripts a node has cached are sent by digest) or 0 (always in full)"},
     {"on_lost", RL_SETTING_INT, OFF(on_lost), 0, 1, "0 (a lost lock is only reported) or 1 (the statement running when a lock taken from now on is lost is interrupted)"},
+    {"fair", RL_SETTING_INT, OFF(fair), 0, 1, "1 (waiting acquires queue and are served in order) or 0"},
+    {"queue_lease_ms", RL_SETTING_INT, OFF(queue_lease_ms), 100, 600000, "milliseconds from 100 to 600000"},
     {"client_name", RL_SETTING_TEXT, OFF(client_name), 0, 64, "text of at most 64 bytes"},
     {"tls_ca_file", RL_SETTING_TEXT, OFF(tls_ca_file), 0, RL_PATH_MAX, "a file path of at most " STR(RL_PATH_MAX) " bytes, or '' for the system's CA store"},
     {"tls_ca_dir", RL_SETTING_TEXT, OFF(tls_ca_dir), 0, RL_PATH_MAX, "a directory path of at most " STR(RL_PATH_MAX) " bytes, or '' for none"},

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rl_clock.h"
+#include "rl_queue.h"
 #include "rl_round.h"
 #include "rl_scripts.h"
 #include "rl_wait.h"
@@ -125,7 +126,14 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
     snprintf(lim, sizeof lim, "%lld", (long long)max_holders);
     /* with holder_info, the holder's details go in the same script */
     size_t dlen = c->set.holder_info ? rl_holder_details(c, "shared", details, sizeof details) : 0;
-    for (;;) {
+    rl_queue q;
+    int no_queue = rl_queue_start(c, &q, k.key, k.keylen, 1, wait_ms) != 0;
+    if (no_queue) finish(out, RL_NOMEM, "out of memory");
+    for (; !no_queue;) {
+        if (!rl_queue_may_try(c, &q, votes)) {
+            if (rl_lock_queue_wait(c, &q, deadline, out) < 0) break;
+            continue;
+        }
         out->attempts++;
         if (rl_lock_new_token(token, out) != RL_OK) break;
         const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
@@ -153,9 +161,11 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
         }
         int64_t now = rl_now_us();
         if (now >= deadline) break;
-        woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
+        if (q.on) woken = rl_lock_queue_wait(c, &q, deadline, out);
+        else woken = rl_lock_pause(c, k.key, k.keylen, &subscribed, woken, r.yes > 0, now, deadline, out);
         if (woken < 0) break;
     }
+    rl_queue_end(c, &q, out->status == RL_OK);
     if (subscribed) rl_wait_unsubscribe(c);
     if (out->status != RL_OK) token[0] = '\0';
     out->op = c->op;

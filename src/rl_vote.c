@@ -156,6 +156,16 @@ int rl_vote_classify(int kind, const rl_reply *r, const rl_secrets *sec, long lo
             if (cur->len > 0 && cur->len <= 20 && strspn(cur->str, "0123456789") == cur->len) return RL_V_YES;
         }
         return unexpected(r, why, whylen);
+    case RL_K_QUEUE: /* entries ahead that keep this waiter from trying; -1: no queue there */
+        if (is_int && r->integer == 0) return RL_V_YES;
+        if (is_int && r->integer > 0) {
+            *value = r->integer;
+            return said(RL_V_NO, why, whylen, "queued behind other waiters");
+        }
+        if (is_int && r->integer == -1)
+            return said(RL_V_FAIL, why, whylen,
+                        "the key of this name's fair queue holds another program's key: no queue on this node");
+        return unexpected(r, why, whylen);
     case RL_K_EXTEND_MANY: /* the answers per key: rl_vote_items */
         if (r->type == REDIS_REPLY_ARRAY) return RL_V_YES;
         return unexpected(r, why, whylen);
