@@ -8,7 +8,9 @@
 #                   partitions in network namespaces, needs root: a SKIP
 #                   line says so otherwise). About 4 minutes. Then the
 #                   shared-lock scenarios (sql-tests/checker_shared.py): shared
-#                   and exclusive holders and holder limits under faults.
+#                   and exclusive holders and holder limits under faults; then
+#                   the fair-queue scenarios (sql-tests/checker_fair.py): order
+#                   inversions and the longest wait of fair waiters under faults.
 #   make mutants    builds the engine with deliberate bugs in build/mutant-*/
 #                   (sql-tests/mutants.py) and runs checker scenarios against
 #                   each: every mutant must be caught, the unchanged baseline
@@ -26,6 +28,7 @@ checker: deps ## the checker's whole fault matrix, CHECKER_SECONDS per fault
 	@$(MAKE) -s redlock.so
 	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_matrix.py $(CHECKER_ARGS)
 	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_shared.py
+	@CHECKER_SECONDS=$(CHECKER_SECONDS) /usr/bin/python3 sql-tests/checker_fair.py
 
 mutants: deps ## engines with deliberate bugs, each of which the checker must catch
 	@$(MAKE) -s redlock.so

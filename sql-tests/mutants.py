@@ -78,6 +78,12 @@ TEST_MUTANTS = {
     "xact-guard-off": ("test_xact", ["test_late_commit"]),
 }
 
+# The fair-queue scenarios (checker_fair.py names) the baseline and the
+# queue mutant run: fair waiters on a clean run and under SIGSTOP of a
+# minority; the mutant is caught by the order inversions it causes.
+FAIR_SCENARIOS = ["fair_clean", "fair_sigstop"]
+FAIR_MUTANTS = {"queue-head-ignored"}
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -130,6 +136,9 @@ MUTANTS = {
         "the COMMIT guard lets every COMMIT through, its lock lost or not",
         [("ext/redlock_xact.c", "if (rl_session_xact_check(s, margin.i, why, sizeof why) == 0) return SQLITE_OK;",
           "if (1 || rl_session_xact_check(s, margin.i, why, sizeof why) == 0) return SQLITE_OK;")]),
+    "queue-head-ignored": (
+        "a fair waiter tries whenever its entry is on a majority, whether or not it is at the head",
+        [("src/rl_queue.c", "q->head = r.yes >= quorum;", "q->head = r.yes + r.no >= quorum;")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
@@ -169,13 +178,16 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False, xact=False):
+def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False, xact=False, fair=False):
     """Runs the scenarios against ext (shared: the shared-lock ones; many:
     the acquire_many ones; companion: the companion-key one; handoff: the
-    real-partition one; xact: the transaction-lock one); returns (exit
-    status, MISSED lines, table rows, SKIP lines)."""
+    real-partition one; xact: the transaction-lock one; fair: the
+    fair-queue ones); returns (exit status, MISSED lines, table rows, SKIP
+    lines)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
-    if shared:
+    if fair:
+        cmd = [sys.executable, os.path.join(HERE, "checker_fair.py"), str(seconds), ",".join(FAIR_SCENARIOS)]
+    elif shared:
         cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
     else:
         names = (MANY_SCENARIOS if many else COMPANION_SCENARIOS if companion else
@@ -224,14 +236,15 @@ def main(argv):
     for name in names:
         ext = build(name)
         rc, missed, rows, skips = 0, [], [], []
-        if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS | HANDOFF_MUTANTS | set(TEST_MUTANTS):
+        if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS | HANDOFF_MUTANTS | set(TEST_MUTANTS) | \
+                FAIR_MUTANTS:
             rc, missed, rows, skips = run_scenarios(ext, a.seconds)
         for tname, (module, filters) in TEST_MUTANTS.items():
             if name in (tname, "baseline"):
                 rc2, failed, counts = run_tests(ext, module, filters)
                 rc, missed, rows = rc or rc2, missed + ["MISSED " + f for f in failed], rows + counts
         for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS), ("companion", COMPANION_MUTANTS),
-                            ("handoff", HANDOFF_MUTANTS), ("xact", set(TEST_MUTANTS))):
+                            ("handoff", HANDOFF_MUTANTS), ("xact", set(TEST_MUTANTS)), ("fair", FAIR_MUTANTS)):
             if name in group or name == "baseline":
                 span = (SHARED_MUTANT_SPAN if name in SHARED_MUTANTS else
                         HANDOFF_MUTANT_SPAN if name in HANDOFF_MUTANTS else 1)
