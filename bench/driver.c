@@ -17,8 +17,9 @@
  *     driver. N is set from a 300-cycle warm-up statement so that the timed
  *     statement lasts about SECONDS. Prints one JSON line.
  *
- *   driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS
- *     One of several processes contending for RESOURCE: between START_NS
+ *   driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS [FAIR]
+ *     One of several processes contending for RESOURCE (with FAIR 1, as a
+ *     fair connection: redlock_config('fair', 1)): between START_NS
  *     and END_NS (CLOCK_MONOTONIC) it loops
  *       SELECT redlock_acquire(RESOURCE, 10000, 5000)   -- waits up to 5 s
  *       (holds it 1 ms)
@@ -178,7 +179,7 @@ static int cmd_cycles(int argc, char **argv) {
 /* ---- handoff ---- */
 
 static int cmd_handoff(int argc, char **argv) {
-    if (argc != 9) return 2;
+    if (argc != 9 && argc != 10) return 2;
     const char *ext = argv[2], *nodes = argv[3], *res = argv[4];
     int id = atoi(argv[5]);
     const char *shm = argv[6];
@@ -188,6 +189,7 @@ static int cmd_handoff(int argc, char **argv) {
     uint64_t *gen = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (gen == MAP_FAILED) fail(NULL, "mmap shm file");
     sqlite3 *db = open_with(ext, nodes);
+    if (argc == 10 && atoi(argv[9]) == 1) query_int(db, "SELECT redlock_config('fair', 1)");
     sqlite3_stmt *acq, *rel;
     if (sqlite3_prepare_v2(db, "SELECT redlock_acquire(?1, 10000, 5000)", -1, &acq, NULL) != SQLITE_OK) fail(db, "prepare");
     if (sqlite3_prepare_v2(db, "SELECT redlock_release(?1)", -1, &rel, NULL) != SQLITE_OK) fail(db, "prepare");
@@ -436,7 +438,7 @@ int main(int argc, char **argv) {
     else if (argc > 1 && strcmp(argv[1], "threads") == 0) rc = cmd_threads(argc, argv);
     if (rc == 2)
         fprintf(stderr, "usage: driver cycles EXT NODES FENCING PREFIX SECONDS\n"
-                        "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS\n"
+                        "       driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS [FAIR]\n"
                         "       driver keep EXT NODES PREFIX LOCKS TTL_MS SECONDS\n"
                         "       driver conns EXT NODES PREFIX CONNS SECONDS\n"
                         "       driver threads EXT NODES PREFIX THREADS SECONDS\n");

@@ -466,24 +466,53 @@ def ops_lines(ops, targets):
     return L
 
 
-def handoff(b, nodes, seconds, procs=4, peer=False):
-    """procs processes (ours: bench/driver.c; peer: node-redlock) contend for
-    one lock on nodes; hand-off times."""
+# The commands a client sends; the rest of INFO commandstats are the
+# scripts' own calls (counted apart: "with scripts"). Both ours (with
+# holder_info or fencing on, the defaults) and node-redlock send their SET
+# inside a script.
+CLIENT_COMMANDS = ("eval", "evalsha", "subscribe", "unsubscribe", "ping", "info", "role", "select", "auth", "hello",
+                   "client")
+
+
+def commandstats(node):
+    """(commands clients sent, every call including the scripts' own) since
+    the last CONFIG RESETSTAT."""
+    sent = every = 0
+    for line in (resp(node.port, "INFO", "commandstats") or "").splitlines():
+        if not line.startswith("cmdstat_") or line.startswith("cmdstat_config"):
+            continue
+        n = int(line.split("calls=")[1].split(",")[0])
+        every += n
+        if line[len("cmdstat_"):].split(":")[0].split("|")[0] in CLIENT_COMMANDS:
+            sent += n
+    return sent, every
+
+
+def handoff(b, nodes, seconds, procs=4, peer=False, fair=None):
+    """procs processes (ours: bench/driver.c, with fair: as fair
+    connections; peer: node-redlock) contend for one lock on nodes;
+    hand-off times, and with fair given (0 or 1) the commands each node ran
+    per hand-off (INFO commandstats over the run)."""
     res_name = prefix("handoff") + "lock"
     shm = os.path.join(TMP, "handoff-%d.shm" % _seq[0])
     with open(shm, "wb") as f:
         f.write(b"\0" * 4096)
     urls = ",".join(n.url for n in nodes)
-    start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + (2_000_000_000 if peer else 1_000_000_000)
+    lead = (2_000_000_000 if peer else 1_000_000_000) + procs * 40_000_000  # every process connected by then
+    start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + lead
     end = start + int(seconds * 1e9)
     if peer:
         cmd = lambda i: ["node", os.path.join(HERE, "node_redlock.mjs"), "handoff", ",".join(str(n.port) for n in nodes),
                          res_name, str(i), shm, str(start), str(end)]
     else:
         cmd = lambda i: [os.path.join(b.build, "driver"), "handoff", EXT, urls, res_name, str(i), shm, str(start),
-                         str(end)]
+                         str(end)] + ([str(fair)] if fair is not None else [])
     ps = [spawn(cmd(i), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE if peer else REPO)
           for i in range(procs)]
+    if fair is not None or peer:
+        time.sleep(max(0.0, (start - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 - 0.05))
+        for n in nodes:
+            resp(n.port, "CONFIG", "RESETSTAT")
     # Mid-run: do the waiters use pub/sub or keyspace notifications on the nodes?
     time.sleep((start - time.clock_gettime_ns(time.CLOCK_MONOTONIC)) / 1e9 + seconds / 2)
     wake = "polling"
@@ -529,6 +558,10 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
     hand.sort()
     out = {"n": len(hand), "wake": wake, "overlaps": overlaps, "self": self_handoffs, "not_released": not_released,
            "errors": errors, "holds": len(events)}
+    if (fair is not None or peer) and len(events) > 1:
+        counts = [commandstats(n) for n in nodes]
+        out["sent_per_handoff"] = max(c[0] for c in counts) / float(len(events))
+        out["every_per_handoff"] = max(c[1] for c in counts) / float(len(events))
     if hand:
         out["p50_ms"] = hand[len(hand) // 2]
         out["p99_ms"] = hand[min(len(hand) - 1, int(len(hand) * 0.99))]
@@ -536,6 +569,83 @@ def handoff(b, nodes, seconds, procs=4, peer=False):
         out["slow"] = [h for h in hand if h > 20]
     print("bench: hand-off (%s): done" % ("node-redlock" if peer else "ours"), flush=True)
     return out
+
+
+def queue_handoffs(b, nodes, seconds, counts=(4, 24, 64)):
+    """Hand-offs with 4, 24 and 64 processes on one lock (3 nodes), default
+    and fair, and node-redlock's at 4 and 24 (64 Node.js processes need
+    more memory than the rest of the bench): {(who, n): handoff()}."""
+    out = {}
+    for n in counts:
+        for who, kw in (("default", {"fair": 0}), ("fair", {"fair": 1}), ("node-redlock", {"peer": True})):
+            if who == "node-redlock" and (not b.node_ok or n > 24):
+                continue
+            out[who, n] = handoff(b, nodes, seconds, procs=n, **kw)
+    return out
+
+
+def queue_keepalive(nodes, waiters=24, seconds=3.0):
+    """What waiting in the queue costs while nothing is handed over: a holder
+    keeps the lock and waiters fair connections (threads) queue behind it;
+    the commands each node runs per waiter per second over seconds."""
+    import sqlite3
+    import threading
+    os.environ["REDLOCK_NODES"] = ",".join(n.url for n in nodes)
+
+    def conn():
+        con = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        con.enable_load_extension(True)
+        con.load_extension(EXT[:-3])
+        con.execute("SELECT redlock_config('fair', 1)")
+        return con
+    key = prefix("keepalive") + "lock"
+    holder = conn()
+    holder.execute("SELECT redlock_acquire(?, 60000)", (key,)).fetchone()
+    cons = [conn() for _ in range(waiters)]
+    ts = [threading.Thread(target=lambda c=c: c.execute("SELECT redlock_acquire(?, 60000, 30000)",
+                                                        (key,)).fetchone()) for c in cons]
+    for t in ts:
+        t.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (resp(nodes[0].port, "ZCARD", key + ":queue") or 0) < waiters + 1:
+        time.sleep(0.01)
+    time.sleep(0.5)  # every waiter past its first turns and subscribed
+    for n in nodes:
+        resp(n.port, "CONFIG", "RESETSTAT")
+    time.sleep(seconds)
+    counts = [commandstats(n) for n in nodes]
+    holder.execute("SELECT redlock_release(?)", (key,)).fetchone()
+    for t in ts:
+        t.join(60)
+    for c in cons + [holder]:
+        c.execute("SELECT redlock_release_all()").fetchone()
+        c.close()
+    print("bench: queue keep-alive: done", flush=True)
+    return {"waiters": waiters, "seconds": seconds,
+            "sent": max(c[0] for c in counts) / float(waiters) / seconds,
+            "every": max(c[1] for c in counts) / float(waiters) / seconds}
+
+
+def queue_lines(qh, ka):
+    L = ["Fair queues (redlock_config('fair', 1)) against the default waiting: N processes on one lock, 3 nodes, "
+         "each holding it 1 ms and waiting again once another took it; hand-off = release call -> next "
+         "holder's acquire return; commands = what the busiest node ran per hand-off (INFO commandstats: "
+         "sent by clients, and with the scripts' own calls)"]
+    L.append("  %-14s %4s  %9s %9s %9s  %11s %13s  %s" % ("", "N", "p50 ms", "p99 ms", "max ms", "cmds sent",
+                                                        "with scripts", "hand-offs"))
+    for (who, n), r in sorted(qh.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if "p50_ms" not in r:
+            L.append("  %-14s %4d  none measured %s" % (who, n, "; ".join(r.get("errors", []))[:200]))
+            continue
+        L.append("  %-14s %4d  %9.2f %9.2f %9.2f  %11.1f %13.1f  %d%s" % (
+            who, n, r["p50_ms"], r["p99_ms"], r["max_ms"], r.get("sent_per_handoff", float("nan")),
+            r.get("every_per_handoff", float("nan")), r["n"],
+            "  OVERLAPS %d" % r["overlaps"] if r.get("overlaps") else ""))
+    if ka:
+        L.append("  keep-alive: %d fair waiters queued behind a held lock cost each node %.2f commands per waiter "
+                 "per second (%.1f with the scripts' own calls), over %.0f s" % (
+                     ka["waiters"], ka["sent"], ka["every"], ka["seconds"]))
+    return L
 
 
 def check_commands(b, node):
@@ -870,6 +980,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per throughput measurement")
     ap.add_argument("--reps", type=int, default=5, help="repetitions per measurement (medians are shown)")
     ap.add_argument("--handoff-seconds", type=float, default=8.0)
+    ap.add_argument("--queue-seconds", type=float, default=3.0, help="seconds per row of the fair-queue table")
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
     ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
@@ -877,8 +988,9 @@ def main():
     ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
     ap.add_argument("--growth-only", action="store_true", help="run only the growth tables (nodes, connections)")
     ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
-    ap.add_argument("--only", default="healthy,gaps,shared,tls,hung,ops,handoff,memory,keep,growth,many",
-                    help="comma-separated parts to run: healthy, gaps, shared, tls, hung, ops, handoff, memory, keep, "
+    ap.add_argument("--only", default="healthy,gaps,shared,tls,hung,ops,handoff,queue,memory,keep,growth,many",
+                    help="comma-separated parts to run: healthy, gaps, shared, tls, hung, ops, handoff, queue (fair "
+                         "queues against the default waiting at 4, 24 and 64 waiters), memory, keep, "
                          "growth, many (default: all; gaps: the client's time from a reply to its next request, "
                          "ours and bare; ops: holder details and statistics; keep: locks kept alive "
                          "and connections with auto-extension; growth: cost with nodes and connections; many "
@@ -890,7 +1002,8 @@ def main():
         parts = {"growth"}
     if a.keep_only:
         parts = {"keep"}
-    bad = parts - {"healthy", "gaps", "shared", "tls", "hung", "ops", "handoff", "memory", "keep", "growth", "many"}
+    bad = parts - {"healthy", "gaps", "shared", "tls", "hung", "ops", "handoff", "queue", "memory", "keep", "growth",
+                   "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
     if parts == {"many"}:
@@ -935,6 +1048,11 @@ def main():
         cleanup()
         print("\n".join(["", "redlock bench: %s" % head] + lines))
         return
+    if parts == {"queue"}:
+        lines = queue_lines(queue_handoffs(b, nodes[:3], a.queue_seconds), queue_keepalive(nodes[:3]))
+        cleanup()
+        print("\n".join(["", "redlock bench: %s" % head] + lines))
+        return 0
     if parts == {"shared"}:
         sh = cycles_shared(b, nodes, a.reps)
         cleanup()
@@ -950,6 +1068,8 @@ def main():
     ops = cycles_ops(b, nodes, a.reps) if "ops" in parts else None
     ho = handoff(b, nodes[:3], a.handoff_seconds) if "handoff" in parts else None
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok and ho is not None else None
+    qh = queue_handoffs(b, nodes[:3], a.queue_seconds) if "queue" in parts else None
+    ka = queue_keepalive(nodes[:3]) if "queue" in parts else None
     mem = memory(b, nodes[:3], a.mem_cycles, a.mem_seconds) if "memory" in parts else None
     keep = keep_alive(b, nodes[:3], a.keep_locks, a.keep_seconds) if "keep" in parts else None
     kconns = keeper_conns(b, nodes[:3]) if "keep" in parts else None
@@ -1075,6 +1195,8 @@ def main():
                                                                      "; ".join(ho_peer.get("errors", []))))
     elif ho_peer:
         L.append("  node-redlock hand-off: none measured %s" % "; ".join(ho_peer.get("errors", [])))
+    if qh is not None:
+        L += queue_lines(qh, ka)
     if mem is not None:
         L.append("Memory: sqlite3 shell, 3 nodes, SELECT sum(redlock_release(k, redlock_acquire(k, 10000))) "
                  "FROM generate_series(1, N)")
