@@ -216,6 +216,41 @@ def test_savepoints_opened_before_the_first_edit():
     eq(ports(con), [7001], "after ROLLBACK of the transaction")
 
 
+def test_rollback_to_a_savepoint_opened_before_the_first_edit():
+    """The table joins inside SAVEPOINT s, through the statement savepoint
+    of its first edit, which is then released: a ROLLBACK TO s must still
+    undo the edit (found by review: the edit stayed, and the COMMIT after
+    it kept a list the user had undone, so two connections counted one
+    lock on different nodes). Then the same two levels deep, and a later
+    savepoint of a lower level than the join."""
+    con = h.connect("redis://127.0.0.1:7001,redis://127.0.0.1:7002,redis://127.0.0.1:7003")
+    con.execute("BEGIN")
+    con.execute("SAVEPOINT s")
+    con.execute("DELETE FROM redlock_nodes WHERE port = 7002")
+    eq(ports(con), [7001, 7003], "the delete, staged")
+    con.execute("ROLLBACK TO s")
+    eq(ports(con), [7001, 7002, 7003], "after ROLLBACK TO s")
+    con.execute("COMMIT")
+    eq(ports(con), [7001, 7002, 7003], "after COMMIT")
+    con.execute("BEGIN")
+    con.execute("SAVEPOINT a")
+    con.execute("SAVEPOINT b")
+    con.execute("DELETE FROM redlock_nodes WHERE port = 7003")
+    con.execute("ROLLBACK TO b")
+    eq(ports(con), [7001, 7002, 7003], "after ROLLBACK TO b")
+    con.execute("DELETE FROM redlock_nodes WHERE port = 7001")
+    con.execute("RELEASE b")
+    con.execute("SAVEPOINT d")
+    con.execute("DELETE FROM redlock_nodes WHERE port = 7002")
+    con.execute("ROLLBACK TO d")
+    eq(ports(con), [7002, 7003], "after ROLLBACK TO d: the edit before d stays")
+    con.execute("ROLLBACK TO a")
+    eq(ports(con), [7001, 7002, 7003], "after ROLLBACK TO a")
+    con.execute("RELEASE a")
+    con.execute("COMMIT")
+    eq(ports(con), [7001, 7002, 7003], "after COMMIT")
+
+
 def test_savepoint_as_the_transaction():
     """SAVEPOINT outside BEGIN opens the transaction: ROLLBACK TO it undoes
     everything and leaves it open, RELEASE commits."""

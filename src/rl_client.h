@@ -249,6 +249,9 @@ typedef struct rl_client_undo {
     rl_undo_point *p;
     int n, cap;
     int broken;         /* a savepoint could not be recorded: no more changes */
+    int join_level;     /* the lowest level marked since the start (INT_MAX: none):
+                           a savepoint below it was opened before the change
+                           began, so the start stands for it */
 } rl_client_undo;
 
 /* Starts a change: one point, its start. Returns 0, -1 on OOM. */

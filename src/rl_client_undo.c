@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: BSD-3-Clause */
 #include "rl_client.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ int rl_client_undo_start(rl_client_undo *u) {
     u->cap = 4;
     u->p[0].level = -1;
     u->n = 1;
+    u->join_level = INT_MAX;
     return 0;
 }
 
@@ -69,6 +71,7 @@ int rl_client_undo_mark(rl_client_undo *u, int level) {
     }
     memset(&u->p[u->n], 0, sizeof u->p[u->n]);
     u->p[u->n++].level = level;
+    if (level < u->join_level) u->join_level = level;
     return 0;
 }
 
@@ -84,7 +87,10 @@ int rl_client_undo_before_change(rl_client_undo *u, rl_client *c, int tag) {
 
 int rl_client_undo_back_to(rl_client_undo *u, rl_client *c, int level, int *tag) {
     if (!u->p) return 0;
-    int j = lowest_from(u, level, 0);
+    /* A savepoint opened before the table joined (the host names only
+     * those opened after it) stands for the list at the start: the table
+     * joined at its first change, so none came between. */
+    int j = level < u->join_level ? 0 : lowest_from(u, level, 1);
     if (j >= u->n) return 0; /* opened after the last change: nothing to undo */
     int m = first_saved(u, j), restored = 0;
     if (m >= 0) {
