@@ -21,13 +21,14 @@ static const char *const schemas[2] = {
     "ttl_ms INTEGER, holders INTEGER, max_holders INTEGER, host TEXT, pid INTEGER, app TEXT, since INTEGER, "
     "holder_id INTEGER, note TEXT, max_keys HIDDEN)",
     "CREATE TABLE x(resource TEXT, kind TEXT, waiters INTEGER, nodes INTEGER, node_ids TEXT, ttl_ms INTEGER, "
-    "position INTEGER, host TEXT, pid INTEGER, app TEXT, since INTEGER, note TEXT, max_keys HIDDEN)",
+    "position INTEGER, host TEXT, pid INTEGER, app TEXT, since INTEGER, mode TEXT, entry TEXT, note TEXT, "
+    "max_keys HIDDEN)",
 };
 
 enum { L_RESOURCE, L_KIND, L_HELD, L_NODES, L_QUORUM, L_NODE_IDS, L_TTL, L_HOLDERS, L_MAX_HOLDERS, L_HOST, L_PID,
        L_APP, L_SINCE, L_HOLDER_ID, L_NOTE, L_MAX_KEYS };
 enum { W_RESOURCE, W_KIND, W_WAITERS, W_NODES, W_NODE_IDS, W_TTL, W_POSITION, W_HOST, W_PID, W_APP, W_SINCE,
-       W_NOTE, W_MAX_KEYS };
+       W_MODE, W_ENTRY, W_NOTE, W_MAX_KEYS };
 
 static const int max_keys_col[2] = {L_MAX_KEYS, W_MAX_KEYS};
 
@@ -196,17 +197,49 @@ static void lock_column(const rl_fleet_lock *l, sqlite3_context *ctx, int col) {
     }
 }
 
+static const char *wait_kind(int kind) {
+    switch (kind) {
+    case RL_FLEET_WRITER: return "writer-waiting";
+    case RL_FLEET_QUEUED: return "queued";
+    default: return "subscribed";
+    }
+}
+
+/* A queued row's note: on the name's last row when not all its waiters
+ * are rows. */
+static void queue_note(const rl_fleet_waiter *w, sqlite3_context *ctx) {
+    if (!w->more) {
+        sqlite3_result_null(ctx);
+        return;
+    }
+    char *note = sqlite3_mprintf("%lld waiters queued, the first %d listed (at most %d per name and node)",
+                                 w->waiters, w->position, RL_FLEET_HOLDERS_MAX);
+    if (!note) sqlite3_result_error_nomem(ctx);
+    else sqlite3_result_text(ctx, note, -1, sqlite3_free);
+}
+
 static void waiter_column(const rl_fleet_waiter *w, sqlite3_context *ctx, int col) {
+    int q = w->kind == RL_FLEET_QUEUED;
     switch (col) {
     case W_RESOURCE: result_name(ctx, w->res, w->reslen); break;
-    case W_KIND:
-        sqlite3_result_text(ctx, w->kind == RL_FLEET_WRITER ? "writer-waiting" : "subscribed", -1, SQLITE_STATIC);
-        break;
+    case W_KIND: sqlite3_result_text(ctx, wait_kind(w->kind), -1, SQLITE_STATIC); break;
     case W_WAITERS: result_count(ctx, w->waiters); break;
     case W_NODES: sqlite3_result_int(ctx, w->nodes); break;
     case W_NODE_IDS: result_ids(ctx, w->node_ids, w->nodes); break;
     case W_TTL: result_count(ctx, w->ttl_ms); break;
-    default: sqlite3_result_null(ctx); break; /* position, host, pid, app, since: queue entries only */
+    case W_POSITION: result_count(ctx, q ? w->position : -1); break;
+    case W_SINCE: result_count(ctx, q ? w->since_ms : -1); break;
+    case W_MODE:
+        if (q) sqlite3_result_text(ctx, w->exclusive ? "exclusive" : "shared", -1,
+                                   SQLITE_STATIC);
+        else sqlite3_result_null(ctx);
+        break;
+    case W_ENTRY: result_text(ctx, q ? w->entry : NULL); break; /* a random id, no secret */
+    case W_NOTE:
+        if (q) queue_note(w, ctx);
+        else sqlite3_result_null(ctx);
+        break;
+    default: sqlite3_result_null(ctx); break; /* host, pid, app: a queue entry carries none */
     }
 }
 

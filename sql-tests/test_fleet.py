@@ -4,7 +4,7 @@ limit, names of a set, with and without holder details, fenced), read with
 SCAN from the shell, Python's default mode and Node; a lock on a minority
 never shown held; other programs' keys under the prefix never shown as
 locks; the key limit holds and a cut read says so; a stopped node costs
-one timeout; the traces of waiters; no token in any column; a database
+one timeout; the traces of waiters and a fair queue's waiters; no token in any column; a database
 file cannot make a reader read them."""
 # SPDX-License-Identifier: BSD-3-Clause
 
@@ -31,7 +31,7 @@ HOST = socket.gethostname()[:64]
 LOCK_COLS = ["resource", "kind", "held", "nodes", "quorum", "node_ids", "ttl_ms", "holders", "max_holders", "host",
              "pid", "app", "since", "holder_id", "note"]
 WAIT_COLS = ["resource", "kind", "waiters", "nodes", "node_ids", "ttl_ms", "position", "host", "pid", "app", "since",
-             "note"]
+             "mode", "entry", "note"]
 
 
 def table(con, name, where="", *params):
@@ -315,7 +315,7 @@ def test_waiters_writer_markers_and_subscribers_3n():
     eq(list(rows[0].keys()), WAIT_COLS, "the columns")
     for r in rows:
         eq(r["node_ids"], "[1,2,3]", "on every node: %r" % r)
-        eq([r[k] for k in ("position", "host", "pid", "app", "since", "note")], [None] * 6,
+        eq([r[k] for k in ("position", "host", "pid", "app", "since", "mode", "entry", "note")], [None] * 8,
            "no queue entry, no note: %r" % r)
         if r["kind"] == "writer-waiting":
             check(0 < r["ttl_ms"] <= 30000, "the marker's TTL: %r" % r)
@@ -423,3 +423,105 @@ def test_an_interrupt_ends_a_long_read_1n():
 
 if __name__ == "__main__":
     h.run_directly(globals())
+
+
+def test_fair_queue_waiters_in_order_3n():
+    """Three fair waiters in other processes behind a holder are rows of
+    kind queued, positions 1 to 3 in the order they began to wait, each
+    with its mode, since, nodes and entry (the member on the nodes); a
+    killed waiter's row goes once its lease ran out and the ones behind
+    move up; another program's sorted sets under queue names are not
+    read; no token in any row."""
+    c = h.shared_cluster(3)
+    for n in c:  # another program's sorted sets: no mark
+        n.cmd("ZADD", "fz:queue", 1, "0123456789abcdef:x")
+        n.cmd("ZADD", "fz:queue-lease", 9999999999999, "0123456789abcdef:x")
+        n.cmd("PEXPIRE", "fz:queue", 60000)
+        n.cmd("PEXPIRE", "fz:queue-lease", 60000)
+    holder = h.connect(c, fair=1)
+    toks = [is_token(value(holder, "SELECT redlock_acquire('fq', 30000)"))]
+    con = h.connect(c)
+    procs, threads, got = [], [], {}
+    t0 = int(time.time() * 1000)
+    for name, fn in (("w1", "redlock_acquire"), ("w2", "redlock_acquire_shared"), ("w3", "redlock_acquire")):
+        p = h.SqlProc(c, fair=1, queue_lease_ms=400)
+        procs.append(p)
+        sql = "SELECT %s('fq', 30000, 20000)" % fn
+
+        def run(p=p, name=name, sql=sql):
+            try:
+                got[name] = p.value(sql)
+            except Exception as e:  # the killed one
+                got[name] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+        n = len(procs)
+        rows = h.wait_until(lambda: (lambda r: len(r) == n and all(x["nodes"] == 3 for x in r) and r)(
+            waiters(con, "WHERE kind = 'queued'")), 10, what="waiter %s queued on every node" % name)
+        last = max(r["since"] for r in rows)
+        h.wait_until(lambda: time.time() * 1000 > last + 1, 1, what="the wall clock to move on")
+    t1 = int(time.time() * 1000)
+    rows = waiters(con, "WHERE kind = 'queued'")
+    seen = list(rows)
+    eq(list(rows[0].keys()), WAIT_COLS, "the columns")
+    eq([(r["resource"], r["position"], r["mode"], r["waiters"], r["nodes"], r["node_ids"]) for r in rows],
+       [("fq", 1, "exclusive", 3, 3, "[1,2,3]"), ("fq", 2, "shared", 3, 3, "[1,2,3]"),
+        ("fq", 3, "exclusive", 3, 3, "[1,2,3]")], "three waiters in arrival order")
+    check(t0 <= rows[0]["since"] < rows[1]["since"] < rows[2]["since"] <= t1, "since in order: %r" % rows)
+    members = [m for m in c[0].cmd("ZRANGE", "fq:queue", 1, -1)]
+    eq([r["entry"] for r in rows], members, "the entries are the queue's members, in its order")
+    for r in rows:
+        eq([r[k] for k in ("ttl_ms", "host", "pid", "app", "note")], [None] * 5, "no details: %r" % r)
+    eq([r for r in waiters(con) if r["resource"] == "fz"], [], "another program's sorted sets are not read")
+    eq([r["resource"] for r in locks(con)], ["fq"], "nor are they locks")
+    procs[1].kill()  # w2: its entry stays on the nodes until its lease runs out
+    rows = h.wait_until(lambda: (lambda r: [x["position"] for x in r] == [1, 2] and r)(
+        waiters(con, "WHERE kind = 'queued'")), 10, what="the killed waiter's row to go")
+    seen += rows
+    eq([(r["entry"], r["mode"], r["waiters"]) for r in rows],
+       [(members[0], "exclusive", 2), (members[2], "exclusive", 2)], "the one behind moved up")
+    eq(value(holder, "SELECT redlock_release('fq')"), 1, "the holder lets go")
+    threads[0].join(30)
+    toks.append(is_token(got.get("w1")))
+    eq(procs[0].value("SELECT redlock_release('fq')"), 1, "w1 lets go")
+    threads[2].join(30)
+    toks.append(is_token(got.get("w3")))
+    eq(procs[2].value("SELECT redlock_release('fq')"), 1, "w3 lets go")
+    no_token_anywhere(seen, toks, "queued waiters")
+    h.wait_until(lambda: [r for r in waiters(con) if r["kind"] == "queued"] == [], 10,
+                 what="no queued row once they are served")
+    for p in procs:
+        p.kill()
+    for n in c:
+        n.cmd("DEL", "fz:queue", "fz:queue-lease")
+
+
+def test_a_queue_lists_at_most_20_waiters_and_counts_them_all_3n():
+    """25 live entries and a dead one at the head, written as waiters leave
+    them: the dead one is no row, the first 20 are rows 1 to 20 (the
+    order by since, then entry), the 20th says that 25 wait."""
+    c = h.shared_cluster(3)
+    live = ["%016x:%s" % (i, "xs"[i % 2]) for i in range(25)]
+    dead = "ffffffffffffffff:x"
+    for n in c:
+        now = int(float(n.cmd("TIME")[0]) * 1000)
+        for k in ("cq:queue", "cq:queue-lease"):
+            n.cmd("ZADD", k, -1, "redlock-queue")
+        n.cmd("ZADD", "cq:queue", 5, dead)
+        n.cmd("ZADD", "cq:queue-lease", now - 1000, dead)
+        for i, m in enumerate(live):
+            n.cmd("ZADD", "cq:queue", 1000 + i // 2, m)  # pairs of equal times: by entry
+            n.cmd("ZADD", "cq:queue-lease", now + 60000, m)
+        n.cmd("PEXPIRE", "cq:queue", 60000)
+        n.cmd("PEXPIRE", "cq:queue-lease", 60000)
+    con = h.connect(c)
+    rows = waiters(con, "WHERE resource = 'cq'")
+    eq([(r["position"], r["entry"], r["since"], r["mode"]) for r in rows],
+       [(i + 1, live[i], 1000 + i // 2, "exclusive" if i % 2 == 0 else "shared") for i in range(20)],
+       "the first 20 live entries in order")
+    eq({(r["kind"], r["waiters"], r["nodes"]) for r in rows}, {("queued", 25, 3)}, "25 wait, on every node")
+    eq([r["note"] for r in rows][:19], [None] * 19, "no note but on the last row")
+    eq(rows[19]["note"], "25 waiters queued, the first 20 listed (at most 20 per name and node)", "the cut")
+    for n in c:
+        n.cmd("DEL", "cq:queue", "cq:queue-lease")

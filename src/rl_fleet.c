@@ -13,18 +13,21 @@
 #include "rl_shared.h"
 #include "rl_wait.h"
 
-/* What one node said of one name: a lock holder ('x', 'f', 'z'), a
- * writer marker ('w') or subscribers to its release channel ('s'). */
+/* What one node said of one name: a lock holder ('x', 'f', 'z'), a live
+ * entry of its fair queue ('q'), a writer marker ('w') or subscribers to
+ * its release channel ('s'). */
 typedef struct entry {
     size_t name, namelen;   /* in the reader's arena: an offset while it grows */
     const char *p;          /* then the name itself (make_rows) */
     char code;
     char set;               /* 'x': the details are a set's */
-    char id[40];            /* lock holders: the SHA1 of the token */
+    char id[40];            /* lock holders: the SHA1 of the token; 'q': the entry */
     int node;               /* index into the client's nodes */
     int details;            /* index into the reader's details, or -1 */
     int64_t ttl_ms;
     long long holders, max_holders, subs;
+    long long queued;       /* 'q': the live entries of the name's queue on the node */
+    int64_t since;          /* 'q': the wall-clock ms the wait began */
 } entry;
 
 typedef struct reader {
@@ -108,6 +111,13 @@ static void add_details(reader *rd, entry *e, const rl_reply *d) {
 
 static int is_int(const rl_reply *r) { return r->type == REDIS_REPLY_INTEGER; }
 
+/* A fair queue's entry: RL_QUEUE_ID_HEX hex digits, ':', 'x' or 's'. */
+static int is_queue_entry(const rl_reply *r) {
+    return r->type == REDIS_REPLY_STRING && r->len == RL_QUEUE_ID_HEX + 2 &&
+           strspn(r->str, "0123456789abcdef") == RL_QUEUE_ID_HEX && r->str[RL_QUEUE_ID_HEX] == ':' &&
+           (r->str[RL_QUEUE_ID_HEX + 1] == 'x' || r->str[RL_QUEUE_ID_HEX + 1] == 's');
+}
+
 static int is_sha1(const rl_reply *r) {
     return r->type == REDIS_REPLY_STRING && r->len == 40 && strspn(r->str, "0123456789abcdef") == 40;
 }
@@ -161,6 +171,17 @@ static void read_entry(reader *rd, int node, const rl_reply *x) {
             e->max_holders = el[4]->integer;
             add_details(rd, e, l->element[i + 2]);
         }
+    } else if (code == 'q' && x->elements == 4 && el[2]->integer > 0 && el[3]->type == REDIS_REPLY_ARRAY) {
+        const rl_reply *l = el[3];
+        for (size_t i = 0; i + 1 < l->elements && i < 2 * (size_t)RL_FLEET_HOLDERS_MAX; i += 2) {
+            if (!is_queue_entry(l->element[i]) || !is_int(l->element[i + 1]) || l->element[i + 1]->integer < 0)
+                continue;
+            entry *e = add(rd, node, 'q', name, len);
+            if (!e) return;
+            memcpy(e->id, l->element[i]->str, l->element[i]->len);
+            e->queued = el[2]->integer;
+            e->since = l->element[i + 1]->integer;
+        }
     }
 }
 
@@ -201,7 +222,36 @@ static int entry_cmp(const void *pa, const void *pb) {
 static int is_lock(char code) { return code == 'x' || code == 'f' || code == 'z'; }
 
 static int same_group(const entry *a, const entry *b) {
-    return name_cmp(a, b) == 0 && a->code == b->code && (!is_lock(a->code) || memcmp(a->id, b->id, 40) == 0);
+    return name_cmp(a, b) == 0 && a->code == b->code &&
+           ((!is_lock(a->code) && a->code != 'q') || memcmp(a->id, b->id, 40) == 0);
+}
+
+/* A name's queue entries in the queue's order: by the time the wait began,
+ * entry, node. */
+static int queue_cmp(const void *pa, const void *pb) {
+    const entry *a = pa, *b = pb;
+    if (a->since != b->since) return a->since < b->since ? -1 : 1;
+    int k = memcmp(a->id, b->id, 40);
+    if (k) return k;
+    return (a->node > b->node) - (a->node < b->node);
+}
+
+/* Puts the queue entries of one name (e[0..n), sorted by entry) in the
+ * queue's order, each entry's time the earliest any node gave (a node
+ * cannot be trusted to agree), and counts them: *entries distinct
+ * entries, *most the most live on one node. */
+static void order_queue(entry *e, int n, long long *entries, long long *most) {
+    *entries = *most = 0;
+    for (int i = 0, j; i < n; i = j) {
+        int64_t since = e[i].since;
+        for (j = i; j < n && memcmp(e[j].id, e[i].id, 40) == 0; j++)
+            if (e[j].since < since) since = e[j].since;
+        for (int k = i; k < j; k++) e[k].since = since;
+        (*entries)++;
+    }
+    for (int i = 0; i < n; i++)
+        if (e[i].queued > *most) *most = e[i].queued;
+    qsort(e, (size_t)n, sizeof *e, queue_cmp);
 }
 
 /* A lock row's first entry and the SHA1 it is numbered by. */
@@ -275,10 +325,24 @@ static int make_rows(rl_client *c, reader *rd, const int64_t *node_ids, rl_fleet
     }
     int nid = 0, quorum = rl_client_quorum(c);
     long long fewest = -1; /* a shared name's live holders, the fewest over its nodes */
+    long long queued = 0;  /* a queued name's waiters */
+    int position = 0, qend = 0;
     for (int i = 0; i < rd->n;) {
+        if (rd->e[i].code == 'q' && i >= qend) { /* the first entry of a name's queue */
+            for (qend = i; qend < rd->n && rd->e[qend].code == 'q' && name_cmp(&rd->e[qend], &rd->e[i]) == 0;)
+                qend++;
+            long long entries, most;
+            order_queue(rd->e + i, qend - i, &entries, &most);
+            queued = entries > most ? entries : most;
+            position = 0;
+        }
         int j = i;
         while (j < rd->n && same_group(&rd->e[i], &rd->e[j])) j++;
         const entry *g = &rd->e[i];
+        if (g->code == 'q' && ++position > RL_FLEET_HOLDERS_MAX) { /* not listed: its place may be wrong */
+            i = j;
+            continue;
+        }
         if (g->code == 'z' && (i == 0 || name_cmp(&rd->e[i - 1], g) != 0 || rd->e[i - 1].code != 'z')) {
             fewest = -1; /* the first holder of a shared name: its count over every holder's entries */
             for (int k = i; k < rd->n && rd->e[k].code == 'z' && name_cmp(&rd->e[k], g) == 0; k++)
@@ -319,11 +383,19 @@ static int make_rows(rl_client *c, reader *rd, const int64_t *node_ids, rl_fleet
             rl_fleet_waiter *w = &out->waiters[out->nwaiters++];
             w->res = g->p;
             w->reslen = g->namelen;
-            w->kind = g->code == 'w' ? RL_FLEET_WRITER : RL_FLEET_SUBSCRIBED;
+            w->kind = g->code == 'w' ? RL_FLEET_WRITER : g->code == 'q' ? RL_FLEET_QUEUED : RL_FLEET_SUBSCRIBED;
             w->nodes = nn;
             w->node_ids = nodes;
             w->ttl_ms = g->code == 'w' ? ttl : -1;
-            w->waiters = g->code == 'w' ? -1 : most_subs;
+            w->waiters = g->code == 'w' ? -1 : g->code == 'q' ? queued : most_subs;
+            w->since_ms = -1;
+            if (g->code == 'q') {
+                w->position = position;
+                w->since_ms = g->since;
+                memcpy(w->entry, g->id, RL_QUEUE_ID_HEX + 2);
+                w->exclusive = g->id[RL_QUEUE_ID_HEX + 1] == 'x';
+                w->more = (j == qend || position == RL_FLEET_HOLDERS_MAX) && queued > position;
+            }
         }
         i = j;
     }

@@ -1,7 +1,7 @@
 /* rl_fleet: what every node holds under the key prefix, read with SCAN:
  * the locks (exclusive, shared, names of a set, other clients' locks) and
- * the traces of waiters (writer-waiting markers, subscribers to a name's
- * release channel), for the tables of who holds and who waits across the
+ * the waiters (the live entries of a fair queue, writer-waiting markers,
+ * subscribers to a name's release channel), for the tables of who holds and who waits across the
  * fleet. Read only: nothing on a node is changed, and no token leaves it
  * (a value is known here by its SHA1, computed on the node).
  *
@@ -32,7 +32,8 @@
 #define RL_FLEET_ENTRIES_MAX 100000     /* what is gathered per read (a lock key, a shared
                                            holder or a waiter trace, on one node) */
 #define RL_FLEET_NAMES_MAX (32 << 20)   /* bytes of names gathered per read */
-#define RL_FLEET_HOLDERS_MAX 20         /* shared holders listed per name and node */
+#define RL_FLEET_HOLDERS_MAX 20         /* shared holders, and fair queue entries, listed
+                                           per name and node */
 
 typedef enum {
     RL_FLEET_EXCLUSIVE = 1, /* a string holding a token as ours look (32 hex digits) */
@@ -44,6 +45,7 @@ typedef enum {
 typedef enum {
     RL_FLEET_WRITER = 1,    /* a writer-waiting marker (rl_shared.h) */
     RL_FLEET_SUBSCRIBED,    /* connections subscribed to the name's release channel */
+    RL_FLEET_QUEUED,        /* one live entry of the name's fair queue (rl_queue.h) */
 } rl_fleet_wait_kind;
 
 /* One holder of one name: the nodes whose key for the name holds the same
@@ -67,15 +69,30 @@ typedef struct rl_fleet_lock {
     int holder_id;          /* 1, 2, ...: the same for every row of one token */
 } rl_fleet_lock;
 
-/* One trace of waiters on one name. */
+/* One trace of waiters on one name, or one waiter of its fair queue: an
+ * entry (RL_QUEUE_ID_HEX random hex digits, ':', 'x' or 's'; no token, no
+ * secret) live on the nodes listed. The queue's order is by the wall-clock
+ * ms each wait began, then by entry, the same on every node; an entry
+ * counts in it when it is live on any node. The first RL_FLEET_HOLDERS_MAX
+ * of that order are rows: their positions are exact, since every entry
+ * ahead of one of them is among the first RL_FLEET_HOLDERS_MAX on each
+ * node that holds both. */
 typedef struct rl_fleet_waiter {
     const char *res;
     size_t reslen;
     int kind;               /* rl_fleet_wait_kind */
-    long long waiters;      /* RL_FLEET_SUBSCRIBED: the most on one node; -1: not known */
+    long long waiters;      /* RL_FLEET_SUBSCRIBED: the most on one node; RL_FLEET_QUEUED:
+                               the name's queued waiters, the most live on one node or
+                               the entries seen when more; -1: not known */
     int nodes;
     int64_t *node_ids;
     int64_t ttl_ms;         /* RL_FLEET_WRITER: the least left over its nodes; else -1 */
+    int position;           /* RL_FLEET_QUEUED: 1 for the head; else 0 */
+    int64_t since_ms;       /* RL_FLEET_QUEUED: wall-clock ms its wait began; else -1 */
+    char entry[24];         /* RL_FLEET_QUEUED: the entry, "<16 hex>:x" or ":s"; else "" */
+    int exclusive;          /* RL_FLEET_QUEUED: it waits for the lock exclusively ('x') */
+    int more;               /* RL_FLEET_QUEUED: the name's last row, and waiters are not
+                               all listed */
 } rl_fleet_waiter;
 
 typedef struct rl_fleet {

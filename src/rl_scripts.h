@@ -540,7 +540,14 @@
  *   holders, its max_holders, a list: for each of its first ARGV[5] live
  *   holders by expiry, the SHA1 of its token, the ms it has left on the
  *   node's clock and its details or false (from <key>:holders when that is
- *   the extension's hash)}.
+ *   the extension's hash)};
+ * - a fair queue of ours (<key>:queue and <key>:queue-lease, both with
+ *   RL_QUEUE_MARK, see the fair queues below): {the lock key, 'q', its
+ *   live entries (lease above the node's TIME), a list: for each of its
+ *   first ARGV[5] live entries in queue order, the entry and the wall-clock
+ *   ms its wait began}; at most 4 * ARGV[5] entries are looked at, so dead
+ *   ones ahead (which every turn drops) can shorten the list, never the
+ *   count. A sorted set of another program under such a name gives none.
  * Then, for each name of those entries whose release channel has
  * subscribers (waiters, rl_wait.h), {the lock key, 's', how many}: one
  * PUBSUB NUMSUB for the step, which counts without a scan of the clients
@@ -552,6 +559,7 @@
     "local h4 = string.rep('%x', 4) " \
     "local uuid = '^' .. h4 .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. h4 .. h4 .. '$' " \
     "local b64 = '^' .. string.rep('[A-Za-z0-9+/]', 22) .. '==$' " \
+    "local qs, qm = '" RL_QUEUE_SUFFIX "', '" RL_QUEUE_MARK "' " \
     "local r = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3]) " \
     "local out, now, ch, seen = {r[1], #r[2]}, nil, {}, {} " \
     "local function watch(k) if not seen[k] then seen[k] = true ch[#ch + 1] = k .. rsuf end end " \
@@ -577,7 +585,14 @@
     "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) l[#l + 1] = f l[#l + 1] = math.floor(tonumber(m[i + 1]) - now) " \
     "l[#l + 1] = hok and redis.call('hget', hk, f) or false end " \
     "out[#out + 1] = {k, 'z', redis.call('pttl', k), redis.call('zcount', k, '(' .. now, '+inf'), -1 - tonumber(lim), l} " \
-    "watch(k) end end end " \
+    "watch(k) elseif #k > #qs and string.sub(k, -#qs) == qs and redis.call('zscore', k, qm) then " \
+    "local b = string.sub(k, 1, #k - #qs) local l = b .. '" RL_QUEUE_LEASE_SUFFIX "' " \
+    "if redis.call('type', l).ok == 'zset' and redis.call('zscore', l, qm) then " \
+    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
+    "local m, q = redis.call('zrange', k, 1, 4 * most, 'withscores'), {} " \
+    "for i = 1, #m, 2 do if #q < 2 * most then local e = redis.call('zscore', l, m[i]) " \
+    "if e and tonumber(e) > now then q[#q + 1] = m[i] q[#q + 1] = tonumber(m[i + 1]) end end end " \
+    "out[#out + 1] = {b, 'q', redis.call('zcount', l, '(' .. now, '+inf'), q} watch(b) end end end end " \
     "for a = 1, #ch, 1000 do local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, math.min(a + 999, #ch))) " \
     "if type(s) == 'table' and not s.err then for j = 2, #s, 2 do " \
     "if s[j] > 0 then out[#out + 1] = {string.sub(s[j - 1], 1, #s[j - 1] - #rsuf), 's', s[j]} end end end end " \
