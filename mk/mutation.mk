@@ -4,9 +4,10 @@
 #                   fault for CHECKER_SECONDS (default 10) with 6 worker
 #                   processes on 5 nodes; prints the table fault /
 #                   acquisitions / violations / fences checked; fails when a
-#                   scenario misses its expectation (handoff_partitions, real
-#                   partitions in network namespaces, needs root: a SKIP
-#                   line says so otherwise). About 4 minutes. Then the
+#                   scenario misses its expectation (handoff_partitions and
+#                   partition_mid_*, real partitions in network namespaces,
+#                   need root: a SKIP line says so otherwise). About 5
+#                   minutes. Then the
 #                   shared-lock scenarios (sql-tests/checker_shared.py): shared
 #                   and exclusive holders and holder limits under faults; then
 #                   the fair-queue scenarios (sql-tests/checker_fair.py): order

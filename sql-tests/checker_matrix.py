@@ -37,6 +37,7 @@ import checker                         # noqa: E402
 import checker_many                    # noqa: E402
 import checker_handoff                 # noqa: E402
 import checker_xact                    # noqa: E402
+import checker_partitions              # noqa: E402
 
 WORKERS = 6
 TTL_MS = 300            # short, so that "after the TTL" fits many times into a run
@@ -77,6 +78,8 @@ class Outcome:
             out.append("%d paused holders did not see their lock lost" % r.loss_unseen)
         if hasattr(r, "over_bound") and r.over_bound():
             out.append("a call took longer than its bound: %s" % r.longest_text())
+        if hasattr(r, "keys_left_count") and r.keys_left_count():
+            out.append("lock keys left on the nodes after the run: %r" % r.keys_left)
         return out
 
 
@@ -306,6 +309,38 @@ def handoff_partitions(seconds):
                    min_faults=max(3, int(seconds / 2)))
 
 
+# ---- real partitions (netns.py; needs root) at chosen moments of a hold ----
+
+def _partitions(phase, seconds):
+    """Links of a worker cut when it is about to acquire, just after it
+    acquired (a hold kept by auto-extension), about to extend (by itself
+    or by its keeper) or about to release: a minority or a majority of
+    its nodes, briefly, for longer than the TTL, or flapping
+    (checker_partitions.py). Skipped without root."""
+    res = checker_partitions.run(phase, seconds)
+    # holds of 0.5-1.5 TTL when the fault is mid-hold: fewer acquisitions
+    few = phase == "hold"
+    return Outcome(res, "safe", res.faults,
+                   min_acquisitions=max(5, int(seconds)) if few else max(10, int(2 * seconds)),
+                   min_faults=max(3, int(seconds / 2)))
+
+
+def partition_mid_acquire(seconds):
+    return _partitions("acquire", seconds)
+
+
+def partition_mid_hold(seconds):
+    return _partitions("hold", seconds)
+
+
+def partition_mid_extend(seconds):
+    return _partitions("extend", seconds)
+
+
+def partition_mid_release(seconds):
+    return _partitions("release", seconds)
+
+
 # ---- several names at once (checker_many.py): overlapping sets of names ----
 
 def _many(urls, seconds, **kw):
@@ -455,6 +490,10 @@ SCENARIOS = [
     ("another user of cx while workers contend for cx:holder", companion_names),
     ("a user naming cf:fence as a lock with its value", fence_counter_named),
     ("hand-offs under flapping partial partitions (root)", handoff_partitions),
+    ("links cut mid-acquire (root)", partition_mid_acquire),
+    ("links cut mid-hold, auto-extended (root)", partition_mid_hold),
+    ("links cut mid-extend, own and keeper's (root)", partition_mid_extend),
+    ("links cut mid-release (root)", partition_mid_release),
     ("NEGATIVE: quorum 1", negative_quorum_1),
     ("NEGATIVE: disjoint node sets", negative_disjoint_nodes),
     ("acquire_many: overlapping sets, clean", many_clean),
@@ -490,7 +529,7 @@ def main(argv):
             print("%-28s %s" % (key_of(fn), label))
         return 0
     only = [x for x in a.only.split(",") if x]
-    rows, failed, extra = [], [], []
+    rows, failed, extra = [], [], {}    # extra: a scenario kind's own table (head -> rows)
     t0 = time.monotonic()
     for label, fn in SCENARIOS:
         if only and key_of(fn) not in only:
@@ -511,7 +550,8 @@ def main(argv):
             failed.append("%s: %s" % (key_of(fn), "; ".join(problems)))
         r = out.res
         if hasattr(r, "table_row"):
-            extra.append(r.table_row(label) + ("" if not problems else " **MISSED**"))
+            head = getattr(r, "TABLE_HEAD", checker_handoff.TABLE_HEAD)
+            extra.setdefault(head, []).append(r.table_row(label) + ("" if not problems else " **MISSED**"))
         rows.append("| %s | %s | %d | %d | %d | %d |%s"
                     % (label, out.expect, r.acquisitions, r.violations, r.fences_checked,
                        r.stale_rejected, "" if not problems else " **MISSED**"))
@@ -521,10 +561,10 @@ def main(argv):
     print("|---|---|---|---|---|---|")
     for line in rows:
         print(line)
-    if extra:
+    for head, lines in extra.items():
         print()
-        print(checker_handoff.TABLE_HEAD)
-        for line in extra:
+        print(head)
+        for line in lines:
             print(line)
     print("\n%d scenarios in %.0f s, %d missed their expectation" % (len(rows), time.monotonic() - t0, len(failed)))
     for f in failed:

@@ -11,9 +11,16 @@ their own, links taken down and up, packets vanishing with no RST).
 - A majority cut: extend, release and a waiting acquire return within
   their bounds while the packets vanish, and the client takes the lock
   again after the heal, leaving no key behind.
+- A connect made while the link is cut: retried as soon as it heals.
+- A minority cut mid-acquire costs no more than the timeout; a majority
+  cut longer than the TTL mid-hold is seen as the lock lost.
+- A release stalled by a majority cut: after the heal its late answer
+  must not be read as the next acquire's, and the node serves the client
+  on a new connection.
 
 Needs root (skipped with the reason otherwise); the checker's long
-version is checker_matrix.py's handoff_partitions (`make checker`).
+versions are checker_matrix.py's handoff_partitions and partition_mid_*
+(`make checker`).
 """
 # SPDX-License-Identifier: BSD-3-Clause
 
@@ -175,6 +182,115 @@ def test_connect_during_a_cut_is_retried_at_the_heal():
         check(all(n.get("L") is None for n in net.nodes), "no key left: %r" % [n.get("L") for n in net.nodes])
         del tok
         p.kill()
+
+
+def test_minority_cut_mid_acquire_costs_nothing_beyond_the_timeout():
+    """Node 1's link is down when the acquire goes out: nodes 2 and 3
+    decide it, and no call waits for node 1's packets (a TCP retransmission
+    or a SYN comes back after a second or more): the acquire at most one
+    timeout_ms, the calls after it nothing while node 1 is known down.
+    After the heal, the release queued behind the SET reaches node 1, and
+    no key is left."""
+    with netns.Net(nodes=3, clients=1) as net:
+        p = net.sql_proc(0, timeout_ms=TIMEOUT_MS, **FAST_RECONNECT)
+        eq(p.value("SELECT redlock_ping()"), 3, "every node answers before the cut")
+        net.cut(0, 0)
+        times = {}
+        tok, times["acquire"] = timed(lambda: p.value("SELECT redlock_acquire('A', 10000)"))
+        is_token(tok, "the lock, taken on nodes 2 and 3")
+        eq(p.value("SELECT nodes FROM redlock_locks WHERE resource = 'A'"), 2, "yes votes")
+        _, times["settle"] = timed(lambda: node_states(p))      # waits for node 1's deadline
+        eq(node_states(p)[1], "down", "node 1 once its timeout passed")
+        tok2, times["acquire (node 1 down)"] = timed(lambda: p.value("SELECT redlock_acquire('A2', 10000)"))
+        is_token(tok2, "a second lock while node 1 is down")
+        rel, times["release"] = timed(lambda: p.value("SELECT redlock_release('A')"))
+        eq(rel, 1, "release decided by nodes 2 and 3")
+        report("partitions: minority cut mid-acquire, timeout_ms %d: %s" % (
+            TIMEOUT_MS, ", ".join("%s %.0f ms" % (k, v * 1000) for k, v in times.items())))
+        for what, took in times.items():
+            check(took < BOUND_S, "%s took %.2f s with one node of three cut off (timeout_ms %d)"
+                  % (what, took, TIMEOUT_MS))
+        net.heal()
+        h.wait_until(lambda: p.value("SELECT redlock_ping()") == 3, 10, what="node 1 back after the heal")
+        eq(p.value("SELECT redlock_release('A2')"), 1, "release of the second lock")
+        h.wait_until(lambda: all(n.get(k) is None for n in net.nodes for k in ("A", "A2")), 5,
+                     what="no key of A or A2 left on any node")
+        p.kill()
+
+
+def test_cut_longer_than_the_ttl_mid_hold_loses_the_lock():
+    """The holder's links to a majority go down mid-hold for longer than
+    the TTL: its keeper cannot extend, the lock runs out, and the holder
+    sees it lost (redlock_validity NULL, redlock_extend NULL) while still
+    cut off. Another client takes the lock after the TTL, and once the
+    links heal no key of the holder is left."""
+    with netns.Net(nodes=3, clients=2) as net:
+        p = net.sql_proc(0, timeout_ms=TIMEOUT_MS, auto_extend=1, **FAST_RECONNECT)
+        q = net.sql_proc(1, timeout_ms=TIMEOUT_MS, **FAST_RECONNECT)
+        tok = is_token(p.value("SELECT redlock_acquire('H', ?)", TTL_MS))
+        h.wait_until(lambda: extensions(p, "H") >= 1, 3, what="a first extension by the keeper")
+        net.cut(0, [0, 1])
+        h.wait_until(lambda: p.value("SELECT redlock_validity('H')") is None, 4 * TTL_MS / 1000.0,
+                     what="the holder to find its lock run out while cut off")
+        state = p.value("SELECT state FROM redlock_locks WHERE resource = 'H'")
+        check(state in ("lost", "expired"), "redlock_locks says the lock is gone: %r" % state)
+        eq(p.value("SELECT redlock_extend('H', ?)", TTL_MS), None, "extend of the lost lock")
+        tq = h.wait_until(lambda: q.value("SELECT redlock_acquire('H', ?)", 10000), 3 * TTL_MS / 1000.0,
+                          what="another client to take the lock after its TTL")
+        net.heal()
+        eq(p.value("SELECT redlock_validity('H')"), None, "still lost after the heal")
+        eq(p.value("SELECT redlock_extend('H', ?)", TTL_MS), None, "extend after the heal")
+        eq(q.value("SELECT redlock_release('H')"), 1, "the other client releases")
+        h.wait_until(lambda: all(n.get("H") is None for n in net.nodes), 2 * TTL_MS / 1000.0 + 2,
+                     what="no key of H left after the heal")
+        del tok, tq
+        for x in (p, q):
+            x.kill()
+
+
+def client_ids(net, i, j):
+    """The ids node j lists for client i's connections."""
+    host = netns.client_addr(i, j)
+    out = set()
+    for line in net.nodes[j].cmd("CLIENT", "LIST").splitlines():
+        f = dict(x.split("=", 1) for x in line.split() if "=" in x)
+        if f.get("addr", "").rsplit(":", 1)[0] == host:
+            out.add(int(f["id"]))
+    return out
+
+
+def test_stalled_connection_is_not_reused_after_the_heal():
+    """P releases A while cut from a majority: the release times out there
+    and its connections stall, with the release still in their send
+    queues. Q holds B. The links heal and P at once asks for B: the
+    release's late answer (1, deleted) must never be read as the answer to
+    it, whichever reaches P first. P must not get B while Q holds it; P's
+    nodes come back once the stalled connections have delivered what they
+    owe, on new connections, and no key of A is left."""
+    with netns.Net(nodes=3, clients=2) as net:
+        p = net.sql_proc(0, timeout_ms=TIMEOUT_MS, **FAST_RECONNECT)
+        q = net.sql_proc(1, timeout_ms=TIMEOUT_MS, **FAST_RECONNECT)
+        is_token(p.value("SELECT redlock_acquire('A', 10000)"))
+        is_token(q.value("SELECT redlock_acquire('B', 10000)"))
+        before = {j: client_ids(net, 0, j) for j in (0, 1)}
+        net.cut(0, [0, 1])
+        rel, took = timed(lambda: p.value("SELECT redlock_release('A')"))
+        check(took < BOUND_S, "release took %.2f s with a majority cut off" % took)
+        net.heal()
+        got, _ = timed(lambda: p.value("SELECT redlock_acquire('B', 10000)"))
+        report("partitions: stalled release: release -> %r after %.0f ms; acquire of B right after the "
+               "heal -> %r" % (rel, took * 1000, got))
+        check(not isinstance(got, str), "P took B while Q holds it: %r (a late answer read as its own?)" % got)
+        h.wait_until(lambda: p.value("SELECT redlock_ping()") == 3, 10, what="P's nodes back after the heal")
+        for j in (0, 1):
+            h.wait_until(lambda: not (client_ids(net, 0, j) & before[j]), 5,
+                         what="node %d to see P's connection from before the cut closed" % (j + 1))
+            check(client_ids(net, 0, j), "node %d serves P on a new connection" % (j + 1))
+        h.wait_until(lambda: all(n.get("A") is None for n in net.nodes), 5, what="no key of A left")
+        eq(p.value("SELECT redlock_acquire('B', 10000)"), None, "B is still Q's")
+        eq(q.value("SELECT redlock_release('B')"), 1, "Q releases B")
+        for x in (p, q):
+            x.kill()
 
 
 if __name__ == "__main__":
