@@ -84,6 +84,17 @@ TEST_MUTANTS = {
 FAIR_SCENARIOS = ["fair_clean", "fair_sigstop"]
 FAIR_MUTANTS = {"queue-head-ignored"}
 
+# The real-partition scenario (needs root, as above) the baseline and the
+# mutant that reuses a stalled connection run: links cut mid-acquire,
+# where late answers to a failed attempt's SET and cleanup, or to a
+# release, meet the next acquire on the same connection. On the mutant,
+# 5 s runs found 1 to 14 violations (one run of five found a single one)
+# and 10 s runs 6 to 26 (overlapping holds among them): its runs are
+# twice as long.
+PARTITION_SCENARIOS = ["partition_mid_acquire"]
+PARTITION_MUTANTS = {"stalled-conn-reused"}
+PARTITION_MUTANT_SPAN = 2
+
 # name -> (what is broken, [(file, old, new), ...])
 MUTANTS = {
     "baseline": ("nothing: the engine as it is (must pass)", []),
@@ -139,6 +150,12 @@ MUTANTS = {
     "queue-head-ignored": (
         "a fair waiter tries whenever its entry is on a majority, whether or not it is at the head",
         [("src/rl_queue.c", "q->head = r.yes >= quorum;", "q->head = r.yes + r.no >= quorum;")]),
+    "stalled-conn-reused": (
+        "a connection that missed its deadline stays in use, owing nothing: its late replies answer later commands",
+        [("src/rl_round.c",
+          "            rl_node_mark_down(c, node, why, !unwritten);\n",
+          "            if (unwritten) rl_node_mark_down(c, node, why, 0);\n"
+          "            else conn->head = conn->count = 0;\n")]),
     "shared-quorum-majority": (
         "a shared hold with max_holders k counts with a majority instead of the q of (k+1)q > kN",
         [("src/rl_shared.c", "if (k <= 1) return n / 2 + 1;", "if (k >= 0) return n / 2 + 1;")]),
@@ -178,12 +195,13 @@ def build(name):
     return os.path.join(root, "redlock")
 
 
-def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False, xact=False, fair=False):
+def run_scenarios(ext, seconds, shared=False, many=False, companion=False, handoff=False, xact=False, fair=False,
+                  partition=False):
     """Runs the scenarios against ext (shared: the shared-lock ones; many:
-    the acquire_many ones; companion: the companion-key one; handoff: the
-    real-partition one; xact: the transaction-lock one; fair: the
-    fair-queue ones); returns (exit status, MISSED lines, table rows, SKIP
-    lines)."""
+    the acquire_many ones; companion: the companion-key one; handoff and
+    partition: the real-partition ones; xact: the transaction-lock one;
+    fair: the fair-queue ones); returns (exit status, MISSED lines, table
+    rows, SKIP lines)."""
     env = dict(os.environ, REDLOCK_EXT=ext)
     if fair:
         cmd = [sys.executable, os.path.join(HERE, "checker_fair.py"), str(seconds), ",".join(FAIR_SCENARIOS)]
@@ -191,7 +209,8 @@ def run_scenarios(ext, seconds, shared=False, many=False, companion=False, hando
         cmd = [sys.executable, os.path.join(HERE, "checker_shared.py"), str(seconds), ",".join(SHARED_SCENARIOS)]
     else:
         names = (MANY_SCENARIOS if many else COMPANION_SCENARIOS if companion else
-                 HANDOFF_SCENARIOS if handoff else XACT_SCENARIOS if xact else SCENARIOS)
+                 HANDOFF_SCENARIOS if handoff else XACT_SCENARIOS if xact else
+                 PARTITION_SCENARIOS if partition else SCENARIOS)
         cmd = [sys.executable, os.path.join(HERE, "checker_matrix.py"), "--seconds", str(seconds),
                "--only", ",".join(names)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -237,23 +256,25 @@ def main(argv):
         ext = build(name)
         rc, missed, rows, skips = 0, [], [], []
         if name not in SHARED_MUTANTS | MANY_MUTANTS | COMPANION_MUTANTS | HANDOFF_MUTANTS | set(TEST_MUTANTS) | \
-                FAIR_MUTANTS:
+                FAIR_MUTANTS | PARTITION_MUTANTS:
             rc, missed, rows, skips = run_scenarios(ext, a.seconds)
         for tname, (module, filters) in TEST_MUTANTS.items():
             if name in (tname, "baseline"):
                 rc2, failed, counts = run_tests(ext, module, filters)
                 rc, missed, rows = rc or rc2, missed + ["MISSED " + f for f in failed], rows + counts
         for kind, group in (("shared", SHARED_MUTANTS), ("many", MANY_MUTANTS), ("companion", COMPANION_MUTANTS),
-                            ("handoff", HANDOFF_MUTANTS), ("xact", set(TEST_MUTANTS)), ("fair", FAIR_MUTANTS)):
+                            ("handoff", HANDOFF_MUTANTS), ("xact", set(TEST_MUTANTS)), ("fair", FAIR_MUTANTS),
+                            ("partition", PARTITION_MUTANTS)):
             if name in group or name == "baseline":
                 span = (SHARED_MUTANT_SPAN if name in SHARED_MUTANTS else
-                        HANDOFF_MUTANT_SPAN if name in HANDOFF_MUTANTS else 1)
+                        HANDOFF_MUTANT_SPAN if name in HANDOFF_MUTANTS else
+                        PARTITION_MUTANT_SPAN if name in PARTITION_MUTANTS else 1)
                 rc2, missed2, rows2, skips2 = run_scenarios(ext, a.seconds * span, **{kind: True})
                 rc, missed, rows, skips = rc or rc2, missed + missed2, rows + rows2, skips + skips2
         caught = rc != 0
         want_caught = name != "baseline"
-        # a mutant only the real-partition scenario can catch, which cannot run here (no root)
-        skipped = want_caught and name in HANDOFF_MUTANTS and skips and not caught
+        # a mutant only a real-partition scenario can catch, which cannot run here (no root)
+        skipped = want_caught and name in HANDOFF_MUTANTS | PARTITION_MUTANTS and skips and not caught
         verdict = ("skipped" if skipped else "caught" if caught else "NOT CAUGHT") if want_caught else \
             ("passes" if not caught else "FAILS")
         print("== %s (%s): %s" % (name, MUTANTS[name][0], verdict), flush=True)
