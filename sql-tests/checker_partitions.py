@@ -88,9 +88,10 @@ class Controller:
     def __init__(self, net, sock, ttl_ms, seed=None):
         self.net, self.sock, self.ttl = net, sock, ttl_ms / 1000.0
         self.rng = random.Random(seed)
-        self.events = []         # (time, "cut" or "heal", worker, nodes)
-        self.busy = {}           # worker -> monotonic time its fault ends
+        self.events = []         # (time, "cut" or "heal", worker, nodes, the fault's last?)
+        self.busy = set()        # workers with a fault under way (until its last event is made)
         self.made = {}           # "size length" -> [count, longest seconds]
+        self.cut_latency = 0.0   # the longest a cut took to be made (the `ip` commands)
         self.until = None
 
     def schedule(self, now, length):
@@ -111,34 +112,48 @@ class Controller:
             steps.append((t, False))
         return steps, t
 
+    def apply_due(self):
+        """Makes the cuts and heals that are due."""
+        now = time.monotonic()
+        while self.events and self.events[0][0] <= now:
+            _, what, i, nodes, last = self.events.pop(0)
+            (self.net.cut if what == "cut" else self.net.heal)(i, nodes)
+            if last:
+                self.busy.discard(i)
+
     def cut(self, req):
+        self.apply_due()        # an earlier fault's heal due now must not land on this one
         i, now = req["worker"], time.monotonic()
-        if self.busy.get(i, 0) > now or now >= self.until - 0.05:
+        if i in self.busy or now >= self.until - 0.05:
             return {}
         k = 1 if req["size"] == "minority" else 2
         nodes = sorted(self.rng.sample(range(len(self.net.nodes)), k))
         steps, total = self.schedule(now, req["length"])
         self.net.cut(i, nodes)
-        for off, down in steps:
-            self.events.append((now + off, "cut" if down else "heal", i, nodes))
+        # the links are down from here (`ip` takes a while on a loaded
+        # host): the fault's length and its heal count from this moment
+        t = time.monotonic()
+        self.cut_latency = max(self.cut_latency, t - now)
+        now = t
+        for k, (off, down) in enumerate(steps):
+            self.events.append((now + off, "cut" if down else "heal", i, nodes, k == len(steps) - 1))
         self.events.sort(key=lambda e: e[0])
-        self.busy[i] = now + total
+        self.busy.add(i)
         key = "%s %s" % (req["size"], req["length"])
         m = self.made.setdefault(key, [0, 0.0])
         m[0] += 1
         m[1] = max(m[1], total)
-        return {"nodes": nodes, "heal_at": now + total, "seconds": total}
+        return {"nodes": nodes, "made_at": now, "heal_at": now + total, "seconds": total}
 
     def __call__(self, stop, until):
         self.until = until
         net = self.net
         while not stop.is_set():
+            self.apply_due()
             now = time.monotonic()
-            while self.events and self.events[0][0] <= now:
-                _, what, i, nodes = self.events.pop(0)
-                (net.cut if what == "cut" else net.heal)(i, nodes)
             if now >= until and net.down:
                 self.events.clear()
+                self.busy.clear()
                 net.heal()
             wake = self.events[0][0] if self.events else now + 0.05
             r, _, _ = select.select([self.sock], [], [], max(0.0, min(wake - time.monotonic(), 0.05)))
@@ -168,7 +183,7 @@ class PartitionResult(checker.Result):
     TABLE_HEAD = ("| fault | cuts | acquisitions | violations | longest call (its bound) | keys left |\n"
                   "|---|---|---|---|---|---|")
 
-    def __init__(self, phase, reports, counter, seconds, log, made, keys_at_exit, keys_left):
+    def __init__(self, phase, reports, counter, seconds, log, made, keys_at_exit, keys_left, cut_latency=0.0):
         super().__init__(reports, counter, seconds, log)
         self.phase = phase
         self.unbacked = sum(r.get("unbacked", 0) for r in reports)
@@ -176,7 +191,7 @@ class PartitionResult(checker.Result):
         self.cut_holds = sum(r.get("cut_holds", 0) for r in reports)
         self.out_of_step = sum(r.get("out_of_step", 0) for r in reports)
         self.violations += self.unbacked + self.out_of_step
-        self.made = made
+        self.made, self.cut_latency = made, cut_latency
         self.faults = sum(m[0] for m in made.values())
         self.keys_at_exit, self.keys_left = keys_at_exit, keys_left
         # per kind: the call furthest beyond its bound (seconds, bound)
@@ -209,9 +224,9 @@ class PartitionResult(checker.Result):
     def summary(self, label):
         return (super().summary(label) +
                 " unbacked=%d out_of_step=%d backed_checks=%d faults=%d (%s) holds_through_a_long_majority_cut=%d calls_ms=%s "
-                "keys_at_exit=%r keys_left=%r"
+                "cut_made_within_ms=%.0f keys_at_exit=%r keys_left=%r"
                 % (self.unbacked, self.out_of_step, self.backed_checks, self.faults, self.faults_text().replace(" ", "_"),
-                   self.cut_holds, self.calls_text().replace(" ", "_"), self.keys_at_exit,
+                   self.cut_holds, self.calls_text().replace(" ", "_"), self.cut_latency * 1000, self.keys_at_exit,
                    self.keys_left))
 
     def table_row(self, label):
@@ -262,7 +277,7 @@ def run(phase, seconds=10.0, workers=4, ttl_ms=TTL_MS, fault_p=None, seed=None):
             with open(counter) as f:
                 final = int(f.read().strip())
             return PartitionResult(phase, reports, final, seconds, fence_store.read_log(fence_db),
-                                   control.made, keys_at_exit, keys_left)
+                                   control.made, keys_at_exit, keys_left, control.cut_latency)
     finally:
         stop.set()
         for p in procs:

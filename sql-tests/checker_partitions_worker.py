@@ -221,8 +221,12 @@ class PartitionWorker(HandoffWorker):
                 x, _ = self.lease("validity", "SELECT redlock_validity(?)", res)
                 if x:
                     self.out["loss_unseen"] += 1
-                    self.sample("validity %s ms after a majority cut of %.0f ms (TTL %d ms)"
-                                % (x, cut["seconds"] * 1000, self.ttl))
+                    # first among the samples: the one that must be read
+                    self.out["error_samples"].insert(0, "validity %s ms %.0f ms after a majority cut of %.0f ms "
+                                                        "(TTL %d ms) was made, hold from %.0f ms before it"
+                                                     % (x, (time.monotonic() - cut["made_at"]) * 1000,
+                                                        cut["seconds"] * 1000, self.ttl,
+                                                        (cut["made_at"] - t1) * 1000))
                 lost = not x
             if lost:
                 self.out["loss_seen"] += 1
