@@ -5,29 +5,32 @@
  * at once over non-blocking connections, and waits for every reply before
  * going on:
  *
- *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 3 key key:fence floor token ttl details fence_ttl
- *   fencing off: EVAL <RL_SCRIPT_ACQUIRE_HOLDER> 1 key token ttl details
- *   (with "noholder", as the engine with holder_info 0:
+ *   once per node, first (not with "noholder", as the engine with holder_info 0):
+ *                EVAL <RL_SCRIPT_DETAILS_PUT> 1 redlock-client:<id> details life
+ *   then each cycle:
  *   fencing on:  EVAL <RL_SCRIPT_ACQUIRE_FENCED> 3 key key:fence floor token ttl fence_ttl
- *   fencing off: SET key token NX PX ttl)
+ *   fencing off: SET key token NX PX ttl
  *   (floor: the fencing floor of the key, src/rl_floor.h: RL_FLOOR_NAME, as
  *   the key prefix is "" and the keys have no hash tag)
- *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token "" key:released
+ *   then:        EVAL <RL_SCRIPT_RELEASE> 1 key token key:released
  *                (the release script publishes on that channel, to wake waiters;
- *                "" is the engine's key_prefix setting, its default: KEYPREFIX
- *                below is only part of the key names)
+ *                the key prefix is the engine's default, "": KEYPREFIX below
+ *                is only part of the key names)
  *   From the second cycle on, each script goes as EVALSHA <digest> (the
  *   first EVAL cached it on the node), as the engine sends it; with
  *   "noevalsha" always in full, as the engine with evalsha 0.
  *
  * No SQLite, no quorum logic, no health tracking, no error handling beyond
  * checking that every reply has the success shape (the run fails loudly
- * otherwise). Tokens are 32 hex characters, like the engine's, but from a
- * cheap counter hash instead of getrandom(2).
+ * otherwise). Tokens have the engine's shape (rl_random.h): a details id
+ * (fixed for the run, as for one connection), the time in ms of the acquire
+ * in hex, and 32 hex characters from a cheap counter hash instead of
+ * getrandom(2).
  *
  * The holder details are the engine's (rl_lock_holder.c): "redlock1", host,
- * pid, program name, time in ms and "exclusive", separated by 0x1f, the
- * time written afresh for each acquire as the engine does.
+ * pid and program name, separated by 0x1f, written once per connection
+ * with the life the engine gives them for a TTL of 10 s (RL_HOLDER_LIFE_MS),
+ * which a run of a few seconds never has to write again.
  *
  * With "quorum" it goes on as soon as a majority has answered each round,
  * like the engine, and reads the late replies during the next rounds.
@@ -52,7 +55,7 @@
 #include "rl_evalsha.h"
 #include "rl_floor.h"   /* RL_FLOOR_NAME only */
 #include "rl_random.h"  /* RL_TOKEN_LEN only */
-#include "rl_resp.h"    /* rl_resp_decimal */
+#include "rl_lock.h"    /* RL_HOLDER_LIFE_MS only */
 #include "rl_scripts.h"
 #include "rl_wait.h"    /* RL_RELEASED_SUFFIX only */
 #include "measure.h"
@@ -160,19 +163,7 @@ static void round_all(int argc, const char **argv, const size_t *lens, int (*ok)
         if (!got[i]) owed[i]++;
 }
 
-/* The engine's holder details: the fixed head once, the time per acquire. */
-static char details_head[256];
-static size_t details_head_len;
-
-static size_t make_details(char *buf) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
-    memcpy(buf, details_head, details_head_len);
-    size_t n = details_head_len + rl_resp_decimal(buf + details_head_len, ms);
-    memcpy(buf + n, "\x1f" "exclusive", 10);
-    return n + 10;
-}
+static int ok_details(const redisReply *r) { return r->type == REDIS_REPLY_INTEGER && r->integer == 1; }
 
 static uint64_t mix(uint64_t x) { /* splitmix64 */
     x += 0x9e3779b97f4a7c15ULL;
@@ -181,12 +172,20 @@ static uint64_t mix(uint64_t x) { /* splitmix64 */
     return x ^ (x >> 31);
 }
 
-static void make_token(uint64_t seq, char out[RL_TOKEN_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
+static const char hex[] = "0123456789abcdef";
+
+/* The engine's shape: id, '0' (no set), time (ms, 11 hex digits), then the random part. */
+static void make_token(const char id[RL_TOKEN_ID_LEN], uint64_t seq, char out[RL_TOKEN_LEN + 1]) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    unsigned long long ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
+    memcpy(out, id, RL_TOKEN_ID_LEN);
+    out[RL_TOKEN_ID_LEN] = '0';
+    for (int i = RL_TOKEN_PUBLIC_LEN - 1; i > RL_TOKEN_ID_LEN; i--, ms >>= 4) out[i] = hex[ms & 15];
     uint64_t a = mix(seq * 2), b = mix(seq * 2 + 1);
     for (int i = 0; i < 16; i++) {
-        out[i] = hex[(a >> (4 * i)) & 15];
-        out[16 + i] = hex[(b >> (4 * i)) & 15];
+        out[RL_TOKEN_PUBLIC_LEN + i] = hex[(a >> (4 * i)) & 15];
+        out[RL_TOKEN_PUBLIC_LEN + 16 + i] = hex[(b >> (4 * i)) & 15];
     }
     out[RL_TOKEN_LEN] = '\0';
 }
@@ -203,10 +202,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bare HOST:PORT[,HOST:PORT...] FENCING(0|1) KEYPREFIX SECONDS [quorum] [noholder] [noevalsha]\n");
         return 2;
     }
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    details_head_len = (size_t)snprintf(details_head, sizeof details_head, "redlock1\x1f%.64s\x1f%ld\x1f" "bare\x1f", host,
-                                        (long)getpid());
     char *nodes = strdup(argv[1]);
     for (char *save = NULL, *tok = strtok_r(nodes, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (n == MAXN) die("%s", "too many nodes");
@@ -218,27 +213,32 @@ int main(int argc, char **argv) {
     size_t cap = 1 << 16, cnt = 0;
     int64_t *lat = malloc(cap * sizeof *lat);
     uint64_t seed = (uint64_t)now_ns();
+    char id[RL_TOKEN_ID_LEN];
+    for (int i = 0; i < RL_TOKEN_ID_LEN; i++) id[i] = hex[(mix(seed ^ 0x5bd1e995u) >> (4 * i)) & 15];
+    if (holder) { /* the connection's details, once, ahead of its first lock */
+        char host[256] = "", details[300], dkey[64];
+        gethostname(host, sizeof host - 1);
+        int dl = snprintf(details, sizeof details, "redlock1\x1f%.64s\x1f%ld\x1f" "bare", host,
+                          (long)getpid());
+        int kl = snprintf(dkey, sizeof dkey, RL_CLIENT_DETAILS_TAG "%.*s", RL_TOKEN_ID_LEN, id);
+        char life[32]; /* as rl_holder_before_send gives them for this TTL */
+        int ttl = atoi(TTL_MS);
+        int ll = snprintf(life, sizeof life, "%d", 4 * ttl > RL_HOLDER_LIFE_MS ? 4 * ttl : RL_HOLDER_LIFE_MS);
+        const char *a[] = {"EVAL", RL_SCRIPT_DETAILS_PUT, "1", dkey, details, life};
+        size_t l[] = {4, sizeof RL_SCRIPT_DETAILS_PUT - 1, 1, (size_t)kl, (size_t)dl, (size_t)ll};
+        round_all(6, a, l, ok_details);
+    }
 
     int64_t t_start = now_ns(), t_end = t_start + (int64_t)(seconds * 1e9), t = t_start;
     const int warmup = 200;
     double cpu0 = 0, user0 = 0;
     for (uint64_t i = 1;; i++) {
-        char key[128], fkey[160], chan[160], details[300], token[RL_TOKEN_LEN + 1];
+        char key[128], fkey[160], chan[160], token[RL_TOKEN_LEN + 1];
         int kl = snprintf(key, sizeof key, "%s%llu", prefix, (unsigned long long)i);
         int fl = snprintf(fkey, sizeof fkey, "%s:fence", key);
         int cl = snprintf(chan, sizeof chan, "%s" RL_RELEASED_SUFFIX, key);
-        make_token(seed + i, token);
-        if (holder) {
-            size_t dl = make_details(details);
-            const char *fa[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, "3", key, fkey, RL_FLOOR_NAME, token, TTL_MS,
-                                details, FENCE_TTL_MS};
-            size_t fl_[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, (size_t)fl, sizeof RL_FLOOR_NAME - 1,
-                            RL_TOKEN_LEN, sizeof TTL_MS - 1, dl, sizeof FENCE_TTL_MS - 1};
-            const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, "1", key, token, TTL_MS, details};
-            size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, (size_t)kl, RL_TOKEN_LEN, sizeof TTL_MS - 1, dl};
-            if (fencing) round_all(10, fa, fl_, ok_fenced);
-            else round_all(7, a, l, ok_set);
-        } else if (fencing) {
+        make_token(id, seed + i, token);
+        if (fencing) {
             const char *a[] = {"EVAL", RL_SCRIPT_ACQUIRE_FENCED, "3", key, fkey, RL_FLOOR_NAME, token, TTL_MS,
                                FENCE_TTL_MS};
             size_t l[] = {4, sizeof RL_SCRIPT_ACQUIRE_FENCED - 1, 1, (size_t)kl, (size_t)fl, sizeof RL_FLOOR_NAME - 1,
@@ -249,9 +249,9 @@ int main(int argc, char **argv) {
             size_t l[] = {3, (size_t)kl, RL_TOKEN_LEN, 2, 2, sizeof TTL_MS - 1};
             round_all(6, a, l, ok_set);
         }
-        const char *r[] = {"EVAL", RL_SCRIPT_RELEASE, "1", key, token, "", chan};
-        size_t rl[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, (size_t)kl, RL_TOKEN_LEN, 0, (size_t)cl};
-        round_all(7, r, rl, ok_release);
+        const char *r[] = {"EVAL", RL_SCRIPT_RELEASE, "1", key, token, chan};
+        size_t rl[] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, (size_t)kl, RL_TOKEN_LEN, (size_t)cl};
+        round_all(6, r, rl, ok_release);
         by_digest = evalsha; /* every script ran once in full: the nodes have it cached */
         int64_t t2 = now_ns();
         if (i == warmup) t_start = t2, t_end = t2 + (int64_t)(seconds * 1e9), cpu0 = cpu_us(), user0 = user_cpu_us();

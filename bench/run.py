@@ -672,7 +672,7 @@ def check_commands(b, node):
     subprocess.run([bare, node.hostport, "0", kb + "s", "0"], capture_output=True, timeout=20)
     resp(node.port, "PING")  # a marker after everything above
     seen = {"ours": [], "bare": []}
-    tok = re.compile(r'"[0-9a-f]{32}"')
+    tok = re.compile(r'"[0-9a-f]{60}"')
     # holder details name the process (host, pid, program, time): each client its own
     details = re.compile(r'"redlock1\\x1f[^"]*"')
     mon.settimeout(5)

@@ -370,8 +370,9 @@ def _user_loop(urls, step, pause_s):
 
 def _companion_user(urls, name, log):
     """Takes, extends and releases the lock `name` in a loop (logging each
-    hold), with the default settings, so its holder details go to
-    name:holder."""
+    hold), with the default settings (name:holder is where its holder
+    details went before they became the connection's: nothing may touch
+    it now either)."""
     def step(con):
         if con.execute("SELECT redlock_acquire(?, ?)", (name, TTL_MS)).fetchone()[0]:
             con.execute("SELECT redlock_extend(?, ?)", (name, TTL_MS)).fetchone()
@@ -382,9 +383,8 @@ def _companion_user(urls, name, log):
 
 def companion_names(seconds):
     """The workers contend for the name cx:holder while another user takes,
-    extends and releases cx on the same nodes: cx's holder details would
-    go under the workers' very name, which must never overwrite, delete or
-    re-time their lock."""
+    extends and releases cx on the same nodes: nothing done to cx may
+    overwrite, delete or re-time their lock."""
     with h.Cluster(5) as c:
         log = []
         res = _run(_urls(c), seconds, resource="cx:holder", faults=_companion_user(_urls(c), "cx", log))

@@ -45,7 +45,7 @@ SQLITE3 = shutil.which("sqlite3", path="/usr/bin:/bin") or "sqlite3"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
-TOKEN_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+TOKEN_RE = re.compile(r"^[0-9a-f]{60}$")
 
 # --------------------------------------------------------------------------
 # bookkeeping of everything we start
@@ -850,7 +850,7 @@ def eq(actual, expected, what):
 
 def is_token(tok, what="token"):
     if not (isinstance(tok, str) and TOKEN_RE.match(tok)):
-        raise AssertionError("%s: expected 32 hex characters, got %r" % (what, tok))
+        raise AssertionError("%s: expected 60 hex characters, got %r" % (what, tok))
     return tok
 
 

@@ -54,8 +54,13 @@ MANY_MUTANTS = {"fence-ignores-floor"}
 # The scenarios (checker_matrix.py) the baseline and the companion-key
 # mutants run: workers on the name cx:holder while another user takes and
 # releases cx; workers on cf while a hostile user names cf:fence as a lock.
+# (An exclusive holder's details are the connection's now, under a name
+# with a random id, and are only ever written or lengthened, never
+# deleted: writing them over another program's lock takes it for good
+# rather than letting a second holder in, which no checker scenario sees.
+# test_companion_keys fails on both mutations of that rule.)
 COMPANION_SCENARIOS = ["companion_names", "fence_counter_named"]
-COMPANION_MUTANTS = {"companion-keys-touched", "counter-value-as-token"}
+COMPANION_MUTANTS = {"counter-value-as-token"}
 
 # The real-partition scenario (checker_matrix.py, needs root: skipped
 # without, and its mutant with it) the baseline and the mutant that lets a
@@ -130,12 +135,6 @@ MUTANTS = {
     "fence-ignores-floor": (
         "a single fenced acquire ignores the fencing floor the sets of names write",
         [("src/rl_scripts.h", "\"if fl and tonumber(fl) >= f then ", "\"if false then ")]),
-    "companion-keys-touched": (
-        "a lock's holder-details key x:holder is written and deleted whatever it holds (another lock too)",
-        [("src/rl_scripts.h", "local function put() if mine(hd) ~= false then", "local function put() if true then"),
-         ("src/rl_scripts.h",
-          "\"if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') \"",
-          "\"if true then redis.call('del',KEYS[1] .. ':holder') \"")]),
     "counter-value-as-token": (
         "a token that is a number (a fencing counter's value) is taken, so x:fence can be released as a lock",
         [("src/rl_lock.c", "if (is_integer_text(token, toklen))", "if (is_integer_text(token, 0))")]),

@@ -19,7 +19,6 @@ Crashes and leaks in these paths are what `make test SANITIZE=1` (this file
 under ASan/UBSan) and `make valgrind` (its bad_input scenario) look for."""
 # SPDX-License-Identifier: BSD-3-Clause
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -31,7 +30,7 @@ from harness import check, eq
 
 HELD = "bad:held"
 SECRET = "Sup3rS3cretPw"
-FOREIGN_TOKEN = "f" * 32
+FOREIGN_TOKEN = "f" * 60
 MASK = "********"
 TTL_MSG = "ttl_ms must be a whole number of milliseconds from 1 to 2147483647"
 WAIT_MSG = "wait_ms must be a whole number of milliseconds from 0 to 86400000"
@@ -210,8 +209,8 @@ def node_url(ctx):
 
 
 def companion_of(key):
-    """The lock key a fence counter or holder-details key belongs to (else key)."""
-    for suffix in (b":fence", b":holder"):
+    """The lock key a fence counter belongs to (else key)."""
+    for suffix in (b":fence",):
         if key.endswith(suffix):
             return key[:-len(suffix)]
     return key
@@ -298,7 +297,7 @@ CASES = [
     ("adopt_token_blob", "SELECT redlock_adopt(?, ?)", (HELD, b"\x00" * 32), Err(TOKEN_MSG)),
     ("adopt_token_empty", "SELECT redlock_adopt(?, ?)", (HELD, ""), Err(TOKEN_MSG, "(got an empty text)")),
     ("adopt_token_short", "SELECT redlock_adopt(?, ?)", (HELD, "f" * 31),
-     Err("token must be the 32-character text")),
+     Err("token must be the 60-character text")),
     ("adopt_token_too_long", "SELECT redlock_adopt(?, ?)", (HELD, "f" * 2000), Err(TOKEN_MSG)),
     ("adopt_someone_elses", "SELECT redlock_adopt(?, ?)", (HELD, FOREIGN_TOKEN), Val(None), None,
      holder_ttl_kept),
@@ -580,13 +579,11 @@ def _run(case):
             eq(n.get(HELD), htok, "%s: the holder's key on %s" % (what, n.addr))
             check(n.pttl(HELD) > 0, "%s: the holder's key lost its expiry on %s" % (what, n.addr))
             allowed = {k if isinstance(k, bytes) else k.encode() for k in {HELD} | ctx.allow}
-            # a set's holder details: named from the SHA1 of the token an allowed key holds
-            sets = {b"redlock-set:" + hashlib.sha1(v).hexdigest().encode()
-                    for v in (n.cmd("GET", k, raw=True) for k in allowed if n.cmd("TYPE", k) == "string")
-                    if isinstance(v, bytes)}
-            # a set's fencing floor, like a counter, outlives the locks
+            # holder details, a connection's, outlive its locks; so does a
+            # set's fencing floor, like a counter
             stray = [k for k in n.cmd("KEYS", "*", raw=True)
-                     if companion_of(k) not in allowed and k not in sets and k != b"redlock-fence-floor"]
+                     if companion_of(k) not in allowed and k != b"redlock-fence-floor" and
+                     not (b"redlock-client:" in k and n.cmd("GET", k, raw=True).startswith(b"redlock1\x1f"))]
             check(not stray, "%s: keys left on %s: %r" % (what, n.addr, [k[:40] for k in stray]))
     finally:
         if ctx.con is not None:
@@ -678,7 +675,10 @@ def test_tokens_are_128_bit_and_distinct():
     con = h.connect(c, timeout_ms=h.RELAXED_TIMEOUT_MS)    # about tokens, not slow nodes
     toks = [h.is_token(h.value(con, "SELECT redlock_acquire(?, 10000)", "bad:t%d" % i)) for i in range(200)]
     eq(len(set(toks)), len(toks), "distinct tokens")
-    check(len({t[:8] for t in toks}) > 190, "tokens share prefixes: %r" % toks[:5])
+    # the first 28 characters are public (the connection's holder-details id, the time); the rest is random
+    eq(len({t[:16] for t in toks}), 1, "one connection, one details id")
+    check(len({t[28:36] for t in toks}) > 190, "the random parts share prefixes: %r" % toks[:5])
+    eq(len(toks[0]) - 28, 32, "128 bits as hex")
 
 
 # --------------------------------------------------------------------------

@@ -241,7 +241,7 @@ def test_adopt_again_in_the_same_connection():
     check(isinstance(v, int) and 0 < v <= 60000, "adopting what it holds: its validity, got %r" % v)
     eq(evals(c), calls, "no call to the nodes")
     eq(value(a, "SELECT holds FROM redlock_locks"), 1, "no hold added")
-    other = "0" * 32
+    other = "0" * 60
     h.redlock_error(a, "SELECT redlock_adopt('ho:s', ?)", other, contains=("another token", "release it"))
     eq(value(a, "SELECT token FROM redlock_locks"), tok, "still its own lock")
     eq(value(a, "SELECT redlock_release('ho:s')"), 1, "release")
@@ -252,7 +252,7 @@ def test_adopt_wrong_expired_or_someone_elses():
     a = h.connect(c)
     b = h.connect(c)
     tok = is_token(value(a, "SELECT redlock_acquire('ho:w', 60000)"))
-    eq(value(b, "SELECT redlock_adopt('ho:w', ?)", "f" * 32), None, "a wrong token on a held lock")
+    eq(value(b, "SELECT redlock_adopt('ho:w', ?)", "f" * 60), None, "a wrong token on a held lock")
     eq(value(b, "SELECT count(*) FROM redlock_locks"), 0, "nothing adopted")
     holds(c, "ho:w", tok, 60000, "the holder's lock is untouched", settle_cons=(b,))
     eq(value(a, "SELECT redlock_release('ho:w')"), 1, "release")
@@ -262,7 +262,7 @@ def test_adopt_wrong_expired_or_someone_elses():
     no_key(c, "ho:gone", "expired")
     eq(value(b, "SELECT redlock_adopt('ho:gone', ?)", exp), None, "an expired lock")
     eq(value(b, "SELECT count(*) FROM redlock_locks"), 0, "nothing adopted")
-    h.redlock_error(b, "SELECT redlock_adopt('ho:w', 'abc')", contains=("32-character",))
+    h.redlock_error(b, "SELECT redlock_adopt('ho:w', 'abc')", contains=("60-character",))
 
 
 def test_adopt_needs_a_quorum_3n():
@@ -432,7 +432,7 @@ def test_cron_job_of_three_invocations_3n():
             eq(line, "after step: rc=0 second copy: NULL", "a second copy after step %d" % (i + 1))
         # after step 3 the lock is free: the second copy got a token (and
         # released it when it exited)
-        check(re.fullmatch(r"after step: rc=0 second copy: [0-9a-f]{32}", lines[2]),
+        check(re.fullmatch(r"after step: rc=0 second copy: [0-9a-f]{60}", lines[2]),
               "a second copy after step 3: %r" % lines[2])
         con = sqlite3.connect(db)
         eq(con.execute("SELECT day, orders, revenue_cents FROM daily_report ORDER BY day").fetchall(),

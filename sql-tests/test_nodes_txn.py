@@ -397,7 +397,7 @@ def test_shell_begin_commit_sets_the_nodes_3n():
                "SELECT count(*) FROM redlock_nodes;\n"
                "SELECT length(redlock_acquire('sh-txn', 10000));\n"
                "SELECT redlock_release('sh-txn');\n" % inserts, "", "BEGIN ... COMMIT in the shell")
-    eq(out, ["3", "32", "1"], "nodes after COMMIT and ROLLBACK, token length, release")
+    eq(out, ["3", "60", "1"], "nodes after COMMIT and ROLLBACK, token length, release")
 
 
 def test_shell_lock_inside_the_editing_transaction_is_an_error():

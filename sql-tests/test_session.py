@@ -399,7 +399,7 @@ def test_locks_table_shell():
              "SELECT redlock_release(resource) FROM redlock_locks;\n"
              "SELECT count(*) FROM redlock_locks;\n", c, "redlock_locks in the shell")
     eq(out, ["|".join(COLUMNS), "0", "1", "1|1",
-             "a|32|8000|1|1|1|1|0|0|held|NULL", "b|32|9000|1|2|1|1|0|0|held|NULL",
+             "a|60|8000|1|1|1|1|0|0|held|NULL", "b|60|9000|1|2|1|1|0|0|held|NULL",
              "1", "1", "b|1", "1", "0"], "shell output")
     no_key(c, "a")
     no_key(c, "b")

@@ -552,7 +552,7 @@ def test_redlock_nodes_env_carries_options():
     n = h.TlsRedisNode(auth_clients=True)
     env = "%s&tls_cert_file=%s&tls_key_file=%s" % (n.url, CERTS.client, CERTS.client_key)
     rc, out, err = h.shell("SELECT length(redlock_acquire('env', 1000));", env)
-    eq((rc, out.strip(), err), (0, "32", ""), "the sqlite3 shell with REDLOCK_NODES carrying TLS options")
+    eq((rc, out.strip(), err), (0, "60", ""), "the sqlite3 shell with REDLOCK_NODES carrying TLS options")
     try:
         h.connect("rediss://127.0.0.1:1?tls_ca_file=/nonexistent/ca.pem")
         raise AssertionError("loading with a missing CA file in REDLOCK_NODES succeeded")

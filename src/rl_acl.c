@@ -30,7 +30,7 @@
     X("zadd", "K 1 m", ALWAYS) X("zcount", "K 0 1", ALWAYS) X("zrange", "K 0 1", ALWAYS) \
     X("zrangebyscore", "K 0 1", ALWAYS) X("zrem", "K m", ALWAYS)                         \
     X("zremrangebyscore", "K 0 1", ALWAYS) X("zscore", "K m", ALWAYS)                    \
-    X("hget", "K f", ALWAYS) X("hdel", "K f", ALWAYS) X("hincrby", "K f 1", ALWAYS)      \
+    X("hget", "K f", ALWAYS) X("hdel", "K f", ALWAYS)                                    \
     X("incr", "K", FENCING) X("persist", "K", FENCING) X("hset", "K f v", HOLDER)        \
     X("publish", "K m", OPTIONAL) X("pubsub numsub", "", OPTIONAL)                      \
     X("scan", "0", OPTIONAL) X("getrange", "K 0 1", OPTIONAL)

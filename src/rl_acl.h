@@ -26,9 +26,10 @@ enum { RL_ACL_ALWAYS = 1, RL_ACL_FENCING, RL_ACL_HOLDER, RL_ACL_OPTIONAL };
 typedef uint64_t rl_acl_mask;
 
 /* The key the probe checks the commands on, after the key prefix: one of
- * the set-details keys every release may read (RL_SET_DETAILS_TAG), so a
- * user whose key patterns leave it out cannot release a lock either. */
-#define RL_ACL_PROBE_KEY RL_SET_DETAILS_TAG "acl-probe"
+ * the connections' holder-details keys (RL_CLIENT_DETAILS_TAG), which the
+ * acquisitions with holder details write and extensions read, so a user
+ * whose key patterns leave it out is told rather than left without them. */
+#define RL_ACL_PROBE_KEY RL_CLIENT_DETAILS_TAG "acl-probe"
 
 /* The probe's script, for EVAL with 0 keys and the key prefix followed by
  * RL_ACL_PROBE_KEY as its one argument: an array with 1 for each command

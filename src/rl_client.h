@@ -17,6 +17,7 @@
 #include "rl_endpoint.h"
 #include "rl_events.h"
 #include "rl_kind.h"
+#include "rl_random.h"
 #include "rl_stats.h"
 #include "rl_text.h"
 #include "rl_tls.h"
@@ -100,6 +101,12 @@ typedef struct rl_node {
     uint64_t release_op;
     int release_argc;
     rl_buf release_args;
+    /* The holder details on the current connection (rl_lock_holder.c):
+     * which of the client's ids they were written for (rl_holder_id.gen; 0:
+     * none yet), until when they live at least (rl_now_us), and, after a
+     * write the node refused, no new one before details_retry_us. */
+    uint64_t details_gen;
+    int64_t details_until_us, details_retry_us;
 } rl_node;
 
 typedef struct rl_settings {
@@ -155,6 +162,19 @@ typedef struct rl_fenced_op {
 
 #define RL_RECENT_FENCED 8
 
+/* The holder details a client's tokens point to (rl_lock_holder.c): made
+ * again, with a new id, when the process (a fork), client_name or
+ * key_prefix changes, so a lock always shows what was true when it was
+ * taken. */
+typedef struct rl_holder_id {
+    uint64_t gen;                 /* counts the ids made; 0: none yet */
+    int stale;                    /* a setting it depends on changed */
+    long pid;                     /* the process it was made in */
+    char id[RL_TOKEN_ID_LEN];     /* the id the tokens start with (hex) */
+    char text[256];               /* the details as stored (RL_HOLDER_DETAILS_MAX) */
+    size_t len;
+} rl_holder_id;
+
 typedef struct rl_client {
     pthread_mutex_t mu;
     rl_node **nodes;
@@ -180,6 +200,7 @@ typedef struct rl_client {
     rl_events *events;   /* owned: the recent events (rl_client_events_copy) */
     unsigned tls_gen;    /* counts writes of tls_* settings: contexts built
                             before the last one are rebuilt */
+    rl_holder_id holder; /* what its tokens point to (rl_lock_holder.c) */
 } rl_client;
 
 #define RL_CANCEL_PERIOD_US 5000

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 /* How many scripts go by digest; their index is below this. */
-#define RL_EVALSHA_SCRIPTS 7
+#define RL_EVALSHA_SCRIPTS 6
 
 /* The index (0 ..) of the script whose text is s (len bytes) among those
  * sent by digest, or -1. */

@@ -20,7 +20,7 @@ typedef struct entry {
     size_t name, namelen;   /* in the reader's arena: an offset while it grows */
     const char *p;          /* then the name itself (make_rows) */
     char code;
-    char set;               /* 'x': the details are a set's */
+    char set;               /* 'x': the token is a set's */
     char id[40];            /* lock holders: the SHA1 of the token; 'q': the entry */
     int node;               /* index into the client's nodes */
     int details;            /* index into the reader's details, or -1 */

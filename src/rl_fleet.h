@@ -36,8 +36,8 @@
                                            per name and node */
 
 typedef enum {
-    RL_FLEET_EXCLUSIVE = 1, /* a string holding a token as ours look (32 hex digits) */
-    RL_FLEET_SET,           /* the same, a name of a set taken at once (redlock_acquire_many) */
+    RL_FLEET_EXCLUSIVE = 1, /* a string holding a token of ours, or of 32 hex digits as node-redlock's */
+    RL_FLEET_SET,           /* a token of ours, a name of a set taken at once (redlock_acquire_many) */
     RL_FLEET_SHARED,        /* one holder of a shared lock of ours */
     RL_FLEET_FOREIGN,       /* a string holding a token as other clients write them */
 } rl_fleet_kind;

@@ -28,10 +28,13 @@ enum {
     RL_K_ACL,         /* connection set-up, the last: which commands the user may run (rl_acl.h) */
     RL_K_FLEET,       /* one SCAN step and what its keys hold, read only (rl_fleet.h) */
     RL_K_QUEUE,       /* a fair waiter's turn: enter or refresh its queue entry (rl_queue.h) */
+    RL_K_DETAILS,     /* a connection's holder details, ahead of a lock command (rl_lock_holder.c) */
 };
 
-/* 1 for the set-up commands a new connection sends before any lock command. */
+/* 1 for the set-up commands a new connection sends before any lock
+ * command, and the holder details: their answers are no votes. */
 #define RL_KIND_IS_SETUP(kind) \
-    (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK || (kind) == RL_K_ACL)
+    (((kind) >= RL_K_AUTH && (kind) <= RL_K_ROLE) || (kind) == RL_K_NODECHECK || (kind) == RL_K_ACL || \
+     (kind) == RL_K_DETAILS)
 
 #endif

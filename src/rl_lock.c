@@ -18,8 +18,7 @@
 #define FENCE_SUFFIX ":fence"
 
 /* The key (prefix + resource), its fence counter and fencing floor
- * (rl_floor.h), release channel and writer marker; free with keys_free.
- * (The scripts name the holder details <key>:holder themselves.) */
+ * (rl_floor.h), release channel and writer marker; free with keys_free. */
 typedef struct keys {
     char *key, *fkey, *chan, *mark, *flkey;
     size_t keylen, fkeylen, chanlen, marklen, flkeylen;
@@ -61,22 +60,21 @@ static int keys_make(const rl_client *c, const char *res, size_t reslen, keys *k
     return 0;
 }
 
-/* The compare-and-delete command for key k and token into argv/lens, with
- * the key prefix (for the details of a set the name may be one of): with
+/* The compare-and-delete command for key k and token into argv/lens: with
  * the release channel for a release waiters must hear of, without it for a
  * cleanup. Returns argc. */
 static int release_cmd(const rl_client *c, const keys *k, const char *token, size_t toklen, int tell_waiters,
-                       const char *argv[7], size_t lens[7]) {
-    const char *a[7] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, c->set.key_prefix, k->chan};
-    size_t l[7] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, strlen(c->set.key_prefix), k->chanlen};
+                       const char *argv[6], size_t lens[6]) {
+    const char *a[6] = {"EVAL", RL_SCRIPT_RELEASE, "1", k->key, token, k->chan};
+    size_t l[6] = {4, sizeof RL_SCRIPT_RELEASE - 1, 1, k->keylen, toklen, k->chanlen};
     memcpy(argv, a, sizeof a);
     memcpy(lens, l, sizeof l);
     if (tell_waiters && c->set.fair) { /* tells the queue's head instead (rl_queue.h) */
         argv[1] = RL_SCRIPT_RELEASE_FAIR;
         lens[1] = sizeof RL_SCRIPT_RELEASE_FAIR - 1;
-        return 6;
+        return 5;
     }
-    return tell_waiters ? 7 : 6;
+    return tell_waiters ? 6 : 5;
 }
 
 static rl_status finish(rl_outcome *out, rl_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -207,8 +205,10 @@ rl_status rl_lock_check_times(int64_t ttl_ms, int64_t wait_ms, rl_outcome *out) 
     return RL_OK;
 }
 
-rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
-    if (rl_token_new(token) == 0) return RL_OK;
+rl_status rl_lock_new_token(rl_client *c, int set, char token[RL_TOKEN_LEN + 1], rl_outcome *out) {
+    char pub[RL_TOKEN_PUBLIC_LEN];
+    if (rl_holder_token_start(c, set, pub) == 0 && rl_token_new(token, pub) == 0) return RL_OK;
+    token[0] = '\0';
     return finish(out, RL_NO_QUORUM, "the kernel gave no random bytes for a token (getrandom failed); no lock taken");
 }
 
@@ -422,7 +422,7 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
             continue;
         }
         out->attempts++;
-        if (rl_lock_new_token(token, out) != RL_OK) break;
+        if (rl_lock_new_token(c, 0, token, out) != RL_OK) break;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
         char ttl[RL_DECIMAL_MAX], fttl[RL_DECIMAL_MAX]; /* both checked whole numbers >= 0 */
         size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms);
@@ -444,27 +444,10 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
                       .guard_applies = 1,
                       .secret = token,
                       .secretlen = RL_TOKEN_LEN,
-                      .votes = votes};
-        char details[RL_HOLDER_DETAILS_MAX];
-        const char *h_argv[10];
-        size_t h_lens[10];
-        if (c->set.holder_info) { /* the same votes, with the holder's details set alongside */
-            size_t dlen = rl_holder_details(c, "exclusive", details, sizeof details);
-            int x = 0;
-            const char *head[4] = {"EVAL", RL_SCRIPT_ACQUIRE_HOLDER, fenced ? "3" : "1", k.key};
-            size_t head_lens[4] = {4, sizeof RL_SCRIPT_ACQUIRE_HOLDER - 1, 1, k.keylen};
-            for (int j = 0; j < 4; j++) h_argv[x] = head[j], h_lens[x++] = head_lens[j];
-            if (fenced) {
-                h_argv[x] = k.fkey, h_lens[x++] = k.fkeylen;
-                h_argv[x] = k.flkey, h_lens[x++] = k.flkeylen;
-            }
-            const char *tail[4] = {token, ttl, details, fttl};
-            size_t tail_lens[4] = {RL_TOKEN_LEN, ttllen, dlen, fttllen};
-            for (int j = 0; j < (fenced ? 4 : 3); j++) h_argv[x] = tail[j], h_lens[x++] = tail_lens[j];
-            r.argc = x;
-            r.argv = h_argv;
-            r.lens = h_lens;
-        }
+                      .votes = votes,
+                      /* the connection's holder details, where a node needs them first */
+                      .before = c->set.holder_info ? rl_holder_before_send : NULL,
+                      .before_ctx = &ttl_ms};
         rl_round_run(c, &r);
         if (!deadline) deadline = r.start_us + wait_ms * 1000;
         char wb_why[RL_ERR_MAX] = "";
@@ -587,8 +570,9 @@ static void release_body(rl_client *c, const keys *k, const char *token, size_t 
     (void)arg;
     const char *argv[7];
     size_t lens[7];
-    rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(c, k, token, toklen, 1, argv, lens), .argv = argv, .lens = lens,
-                  .quorum = out->quorum, .strict_no = 1, .secret = token, .secretlen = toklen, .votes = votes};
+    rl_round r = {.kind = RL_K_RELEASE, .argc = release_cmd(c, k, token, toklen, 1, argv, lens), .argv = argv,
+                  .lens = lens, .quorum = out->quorum, .strict_no = 1, .secret = token, .secretlen = toklen,
+                  .votes = votes};
     rl_round_run(c, &r);
     rl_round_owe_broken(c, &r);
     if (r.yes >= out->quorum) {

@@ -209,9 +209,10 @@ void rl_lock_too_slow(const struct rl_round *r, int64_t end_us, int64_t ttl_ms, 
  * then rl_lock_too_slow's. */
 int rl_lock_ran_out(const struct rl_round *r, const rl_outcome *out, int64_t validity_us);
 
-/* A fresh token for one attempt; RL_NO_QUORUM with out->msg when the
- * kernel gave no random bytes. */
-rl_status rl_lock_new_token(char token[RL_TOKEN_LEN + 1], rl_outcome *out);
+/* A fresh token of c for one attempt (rl_random.h: its public start from
+ * rl_holder_token_start; set: for a set of names); RL_NO_QUORUM with
+ * out->msg when the kernel gave no random bytes. Caller holds c->mu. */
+rl_status rl_lock_new_token(rl_client *c, int set, char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
 /* How long a fence counter lives after an acquire of ttl_ms: 0 (for ever)
  * when fence_ttl_ms is 0, else at least as long as the lock. */
@@ -222,7 +223,7 @@ int64_t rl_lock_fence_ttl_ms(const rl_client *c, int64_t ttl_ms);
  * the extension keeps in keys beside its locks, so that no call can
  * release, extend or adopt one of those keys by naming it as a lock with
  * its guessable value: a decimal integer of at most 20 characters (a
- * fencing counter or floor; a token of ours has 32 characters), the
+ * fencing counter or floor; a token of ours has RL_TOKEN_LEN characters), the
  * writer marker, and any text with the byte 0x1f (holder details). */
 rl_status rl_lock_check_token(const char *token, size_t toklen, rl_outcome *out);
 
@@ -230,22 +231,49 @@ rl_status rl_lock_check_token(const char *token, size_t toklen, rl_outcome *out)
 rl_status rl_lock_check_resource(const rl_client *c, const char *res, size_t reslen, rl_outcome *out);
 
 /* ---- who holds a lock (rl_lock_holder.c) ----
- * Each acquisition with the setting holder_info on writes, in the same
- * script as the lock key and with the same PX, a companion key
- * "<key>:holder" (named like the fence counter) with this host, pid,
- * application name (client_name), the wall-clock time of the acquisition
- * and the kind of lock: never the token. A release deletes it with the
- * lock and an extension gives it the lock's new TTL. rl_lock_holder reads
- * both keys from every node and reports the lock only when a quorum holds
- * the same value (compared by SHA1, so no token leaves the nodes). */
+ * A token starts with public fields (rl_random.h): the id of its
+ * connection's holder details, '1' for a set of names taken at once
+ * ('0' else), and the wall-clock ms of the acquisition.
+ * With the setting holder_info on, the details themselves (this host, pid
+ * and application name (client_name): never a token) are written once per
+ * connection to each node, ahead of the first lock command sent on it, in
+ * the key "<key_prefix>redlock-client:<id>" (rl_scripts.h:
+ * RL_CLIENT_DETAILS_TAG), and again before a lock taken behind them could
+ * outlive them; an extension makes them live as long as its lock. So an
+ * acquisition sends the same command with holder_info on as off, and a
+ * set of names taken at once shares the details too. rl_lock_holder reads
+ * the lock key on every node with the details its value points to, and
+ * reports the lock only when a quorum holds the same value (compared by
+ * SHA1, so no token leaves the nodes). */
 
-/* The details as stored: "redlock1" and five fields, separated by 0x1f. */
+/* Details as stored for a shared holder, and as read for any holder:
+ * "redlock1" and five fields (host, pid, app, since, kind), separated by
+ * 0x1f; a connection's are the first three fields. */
 #define RL_HOLDER_DETAILS_MAX 256
 #define RL_HOLDER_TEXT_MAX 64   /* bytes of host and app kept */
 
 /* This process's details, for an acquisition of kind ("exclusive",
- * "shared") now, into buf; their length. */
-size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen);
+ * "shared") now, into buf; their length. Caller holds c->mu. */
+size_t rl_holder_details(rl_client *c, const char *kind, char *buf, size_t buflen);
+
+/* The public start of a new token of c (RL_TOKEN_PUBLIC_LEN characters,
+ * no NUL): the id of its holder details, made anew when what they say
+ * changed (rl_holder_id), whether it is a set's (set), and the time now.
+ * Returns 0, or -1 when the kernel gave no random bytes for a new id.
+ * Caller holds c->mu. */
+int rl_holder_token_start(rl_client *c, int set, char pub[RL_TOKEN_PUBLIC_LEN]);
+
+/* How long a connection's details are written to live at least: a
+ * connection that is gone leaves them on the nodes no longer than this, or
+ * 4 times the TTL of its last lock when that is more, or as long as the
+ * last extension of one of its locks. */
+#define RL_HOLDER_LIFE_MS 60000
+
+/* An rl_round.before for acquisitions with holder_info on (ctx: the
+ * int64_t TTL in ms): writes c's holder details to node, ahead of the
+ * round's command, when node's current connection has not had them
+ * written, or they could expire before a lock of that TTL taken now. */
+void rl_holder_before_send(void *ctx, rl_client *c, rl_node *node, int64_t now_us, int64_t deadline_us);
 
 /* A shared lock's holders keep their details in the hash "<key>:holders"
  * (field: the SHA1 of the token, computed on the node; value: the details),

@@ -6,9 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "rl_clock.h"
 #include "rl_proc.h"
 #include "rl_resp.h"
 #include "rl_round.h"
@@ -17,61 +18,107 @@
 #define SEP RL_DETAILS_SEP
 #define TAG RL_DETAILS_TAG
 
+_Static_assert(RL_TOKEN_LEN == 60 && RL_TOKEN_ID_LEN == 16 && RL_TOKEN_PUBLIC_LEN == 28,
+               "the scripts' RL_TOKEN_LEN_TEXT, RL_TOKEN_ID_LEN_TEXT, RL_TOKEN_SET_AT_TEXT and "
+               "RL_TOKEN_PUBLIC_LEN_TEXT");
+_Static_assert(sizeof ((rl_holder_id *)0)->text == RL_HOLDER_DETAILS_MAX, "rl_holder_id.text");
+_Static_assert(RL_TOKEN_ID_LEN % 2 == 0, "an id of whole bytes");
+
 /* text made safe for a field: cleaned, at most RL_HOLDER_TEXT_MAX bytes,
  * no separator (rl_text_clean turns control bytes, 0x1f too, into spaces). */
 static const char *field_text(char *buf, size_t buflen, const char *s) {
     return rl_text_excerpt(buf, buflen, s, strlen(s), RL_HOLDER_TEXT_MAX);
 }
 
-/* The details up to the time field depend only on the process, its host
- * and client_name, so each thread keeps them and rebuilds them when the pid
- * (a forked child) or client_name changes: an acquire then costs no
- * gethostname or getpid system call and no formatting of text. */
-typedef struct {
-    pid_t pid;
-    char app[256]; /* client_name as it was when head was built (longer ones are not cached) */
-    char head[RL_HOLDER_DETAILS_MAX];
-    size_t len;
-} details_head;
-
-static _Thread_local details_head cached_head;
-
-static const details_head *head_for(const rl_client *c) {
-    details_head *d = &cached_head;
-    pid_t pid = rl_proc_pid();
-    const char *app = c->set.client_name;
-    if (d->len && d->pid == pid && strcmp(d->app, app) == 0) return d;
-    char host[256] = "", h[RL_HOLDER_TEXT_MAX + 4], a[RL_HOLDER_TEXT_MAX + 4];
+/* c->holder made current: kept while the process, client_name and
+ * key_prefix stay as they were, so an acquire costs no gethostname or
+ * getpid system call and no formatting of text; else new details with a
+ * new id (the nodes get them before the next lock, rl_holder_before_send),
+ * and the locks taken before keep pointing to theirs. 0, or -1 when no
+ * random bytes came for the id (c->holder is then as it was). */
+static int holder_current(rl_client *c) {
+    rl_holder_id *h = &c->holder;
+    long pid = (long)rl_proc_pid();
+    if (h->gen && !h->stale && h->pid == pid) return 0;
+    char id[RL_TOKEN_ID_LEN];
+    if (rl_random_hex(id, RL_TOKEN_ID_LEN / 2) != 0) return -1;
+    char host[256] = "", hb[RL_HOLDER_TEXT_MAX + 4], ab[RL_HOLDER_TEXT_MAX + 4];
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    int k = snprintf(d->head, sizeof d->head, TAG SEP "%s" SEP "%ld" SEP "%s" SEP, field_text(h, sizeof h, host),
-                     (long)pid, field_text(a, sizeof a, app));
-    if (k < 0 || (size_t)k >= sizeof d->head || strlen(app) >= sizeof d->app) {
-        d->len = 0; /* not cached: built again next time */
-        return NULL;
-    }
-    d->len = (size_t)k;
-    d->pid = pid;
-    memcpy(d->app, app, strlen(app) + 1);
-    return d;
+    int k = snprintf(h->text, sizeof h->text, TAG SEP "%s" SEP "%ld" SEP "%s", field_text(hb, sizeof hb, host), pid,
+                     field_text(ab, sizeof ab, c->set.client_name));
+    h->len = k > 0 && (size_t)k < sizeof h->text ? (size_t)k : 0; /* no room: no details rather than a cut */
+    memcpy(h->id, id, sizeof id);
+    if (++h->gen == 0) h->gen = 1; /* 0 means none on a node */
+    h->pid = pid;
+    h->stale = 0;
+    return 0;
 }
 
-size_t rl_holder_details(const rl_client *c, const char *kind, char *buf, size_t buflen) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    unsigned long long now_ms = (unsigned long long)tv.tv_sec * 1000 + (unsigned long long)tv.tv_usec / 1000;
+/* Unix ms now (the wall clock: what a person reads as the time). */
+static unsigned long long wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000;
+}
+
+int rl_holder_token_start(rl_client *c, int set, char pub[RL_TOKEN_PUBLIC_LEN]) {
+    static const char hex[] = "0123456789abcdef";
+    if (holder_current(c) != 0) return -1;
+    memcpy(pub, c->holder.id, RL_TOKEN_ID_LEN);
+    pub[RL_TOKEN_ID_LEN] = set ? '1' : '0';
+    unsigned long long ms = wall_ms();
+    for (int i = RL_TOKEN_PUBLIC_LEN - 1; i > RL_TOKEN_ID_LEN; i--, ms >>= 4) pub[i] = hex[ms & 15];
+    return 0;
+}
+
+size_t rl_holder_details(rl_client *c, const char *kind, char *buf, size_t buflen) {
     char digits[RL_DECIMAL_MAX];
-    size_t dlen = rl_resp_decimal(digits, now_ms);
-    const details_head *d = head_for(c);
+    size_t dlen = rl_resp_decimal(digits, wall_ms());
+    const rl_holder_id *h = &c->holder;
     size_t klen = strlen(kind);
-    if (!d || buflen == 0 || d->len + dlen + 1 + klen >= buflen) { /* no room: no details rather than a cut */
-        if (buflen) buf[0] = '\0';
+    if (holder_current(c) != 0 || !h->len || buflen == 0 || h->len + dlen + klen + 2 >= buflen) {
+        if (buflen) buf[0] = '\0'; /* no room: no details rather than a cut */
         return 0;
     }
-    memcpy(buf, d->head, d->len);
-    memcpy(buf + d->len, digits, dlen);
-    buf[d->len + dlen] = SEP[0];
-    memcpy(buf + d->len + dlen + 1, kind, klen + 1);
-    return d->len + dlen + 1 + klen;
+    memcpy(buf, h->text, h->len);
+    buf[h->len] = SEP[0];
+    memcpy(buf + h->len + 1, digits, dlen);
+    buf[h->len + 1 + dlen] = SEP[0];
+    memcpy(buf + h->len + dlen + 2, kind, klen + 1);
+    return h->len + dlen + 2 + klen;
+}
+
+void rl_holder_before_send(void *ctx, rl_client *c, rl_node *node, int64_t now_us, int64_t deadline_us) {
+    int64_t ttl_ms = *(const int64_t *)ctx;
+    const rl_holder_id *h = &c->holder;
+    if (!h->gen || !h->len || !node->conn) return;
+    /* A lock taken now is set before the node answers (by the deadline)
+     * and lives its TTL from then, on a clock that may run a little slow:
+     * the details must outlive that, with a second to spare. */
+    int64_t need = deadline_us + ttl_ms * 1000 + rl_client_drift_us(c, ttl_ms) + 1000000;
+    if (node->details_gen == h->gen && node->details_until_us >= need) return;
+    if (node->details_gen != h->gen && now_us < node->details_retry_us) return;
+    int64_t life_ms = ttl_ms > RL_HOLDER_LIFE_MS / 4 ? 4 * ttl_ms : RL_HOLDER_LIFE_MS;
+    const char *pre = c->set.key_prefix;
+    size_t pl = strlen(pre), tl = sizeof RL_CLIENT_DETAILS_TAG - 1, kl = pl + tl + RL_TOKEN_ID_LEN;
+    char small[256], *key = kl <= sizeof small ? small : malloc(kl);
+    if (!key) return; /* no details this time: the next acquire tries again */
+    memcpy(key, pre, pl);
+    memcpy(key + pl, RL_CLIENT_DETAILS_TAG, tl);
+    memcpy(key + pl + tl, h->id, RL_TOKEN_ID_LEN);
+    char life[RL_DECIMAL_MAX];
+    size_t lifelen = rl_resp_decimal(life, (unsigned long long)life_ms);
+    const char *argv[6] = {"EVAL", RL_SCRIPT_DETAILS_PUT, "1", key, h->text, life};
+    size_t lens[6] = {4, sizeof RL_SCRIPT_DETAILS_PUT - 1, 1, kl, h->len, lifelen};
+    /* Op 0 is no round's: the answer is read as a set-up command's. */
+    rl_tag tag = {.op = 0, .kind = RL_K_DETAILS, .deadline_us = deadline_us};
+    if (rl_conn_send(node->conn, &tag, 6, argv, lens) == 0) {
+        node->details_gen = h->gen;
+        /* They reach the node after now and live life_ms from then on its
+         * clock, which may run a little fast. */
+        node->details_until_us = now_us + life_ms * 1000 - rl_client_drift_us(c, life_ms);
+    }
+    if (key != small) free(key);
 }
 
 void rl_holder_clear(rl_holder *h) {
@@ -205,7 +252,7 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     memset(o, 0, sizeof *o);
     if (rl_lock_check_resource(c, res, reslen, o) != RL_OK) return o->status;
     size_t pl = strlen(c->set.key_prefix);
-    char *key = malloc(pl + reslen + sizeof ":holder");
+    char *key = malloc(pl + reslen + 1);
     pthread_mutex_lock(&c->mu);
     o->nodes = c->n;
     o->quorum = rl_client_quorum(c);
@@ -224,13 +271,12 @@ rl_status rl_lock_holder(rl_client *c, const char *res, size_t reslen, rl_holder
     }
     memcpy(key, c->set.key_prefix, pl);
     memcpy(key + pl, res, reslen);
-    memcpy(key + pl + reslen, ":holder", sizeof ":holder");
+    key[pl + reslen] = '\0';
     char most[16];
     snprintf(most, sizeof most, "%d", RL_HOLDER_LIST_MAX);
-    const char *argv[7] = {"EVAL", RL_SCRIPT_HOLDER_READ, "2", key, key, most, c->set.key_prefix};
-    size_t lens[7] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, pl + reslen + sizeof ":holder" - 1,
-                      strlen(most), pl};
-    rl_round r = {.kind = RL_K_HOLDER, .argc = 7, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
+    const char *argv[6] = {"EVAL", RL_SCRIPT_HOLDER_READ, "1", key, most, c->set.key_prefix};
+    size_t lens[6] = {4, sizeof RL_SCRIPT_HOLDER_READ - 1, 1, pl + reslen, strlen(most), pl};
+    rl_round r = {.kind = RL_K_HOLDER, .argc = 6, .argv = argv, .lens = lens, .wait_all = 1, .quorum = o->quorum,
                   .votes = votes, .inspect = list_inspect, .inspect_ctx = &ls};
     rl_round_run(c, &r);
     o->yes = r.yes;

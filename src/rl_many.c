@@ -233,8 +233,6 @@ static void cleanup(rl_client *c, const rl_round *r, mkeys *k, const char *token
     a = cmd_keys(k, a, 0);
     k->argv[a] = token;
     k->lens[a++] = RL_TOKEN_LEN;
-    k->argv[a] = c->set.key_prefix;
-    k->lens[a++] = strlen(c->set.key_prefix);
     rl_round_cleanup(c, r, a, k->argv, k->lens);
 }
 
@@ -355,10 +353,9 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
     int subscribed = -1, woken = 0, marked = 0; /* subscribed: index of the name whose release wakes us */
     for (;;) {
         out->attempts++;
-        if (rl_lock_new_token(token, out) != RL_OK) break;
+        if (rl_lock_new_token(c, 1, token, out) != RL_OK) break;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
-        char nk[16], ttl[32], fttl[32], cnt[16], details[RL_HOLDER_DETAILS_MAX];
-        size_t dlen = c->set.holder_info ? rl_holder_details(c, "exclusive", details, sizeof details) : 0;
+        char nk[16], ttl[32], fttl[32], cnt[16];
         snprintf(ttl, sizeof ttl, "%lld", (long long)ttl_ms);
         snprintf(fttl, sizeof fttl, "%lld", (long long)fence_ttl);
         snprintf(cnt, sizeof cnt, "%d", n);
@@ -368,15 +365,13 @@ rl_status rl_many_acquire(rl_client *c, int n, const char *const *res, const siz
         if (fenced) x = cmd_floors(&k, cmd_keys(&k, x, 1));
         const char *tail[4] = {token, ttl, fttl, cnt};
         for (int j = 0; j < 4; j++) k.argv[x] = tail[j], k.lens[x++] = strlen(tail[j]);
-        if (c->set.holder_info) { /* argv has room: 3n + 10 */
-            k.argv[x] = c->set.key_prefix, k.lens[x++] = strlen(c->set.key_prefix);
-            k.argv[x] = details, k.lens[x++] = dlen;
-        }
         for (int i = 0; i < c->n; i++) a.blocker[i] = -1;
         rl_round r = {.kind = RL_K_ACQUIRE_MANY, .give_up_after_us = rl_lock_validity_us(c, ttl_ms, 0, 0),
                       .argc = x, .argv = k.argv, .lens = k.lens, .quorum = out->quorum,
                       .guard_applies = 1, .secret = token, .secretlen = RL_TOKEN_LEN, .votes = votes,
-                      .inspect = acq_inspect, .inspect_ctx = &a};
+                      .inspect = acq_inspect, .inspect_ctx = &a,
+                      /* the connection's holder details, where a node needs them first */
+                      .before = c->set.holder_info ? rl_holder_before_send : NULL, .before_ctx = &ttl_ms};
         rl_round_run(c, &r);
         char wb_why[512] = "";
         rl_lock_decision d;
@@ -506,8 +501,6 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
         char nk[16];
         int x = cmd_head(&k, RL_SCRIPT_RELEASE_MANY, sizeof RL_SCRIPT_RELEASE_MANY - 1, nk, sizeof nk, n);
         x = cmd_keys(&k, x, 0);
-        k.argv[x] = c->set.key_prefix;
-        k.lens[x++] = strlen(c->set.key_prefix);
         /* One token for all when they are the same (as after acquire_many). */
         int same = 1;
         for (int j = 1; j < n && same; j++)

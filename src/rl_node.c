@@ -93,6 +93,10 @@ int rl_node_connect(rl_client *c, rl_node *node, uint64_t op, int64_t deadline_u
     node->conn = conn;
     node->scripts_cached = 0; /* a new connection: nothing known to be cached until it runs a script */
     node->evalsha_refused = 0;
+    /* Written again on it before its first lock: the node may be another
+     * server now, or have lost them. */
+    node->details_gen = 0;
+    node->details_retry_us = 0;
     /* What INFO and ROLE said belongs to the connection they came on: until
      * they have answered on this one, the node may be another server. */
     node->info_known = node->role_known = 0;
@@ -373,6 +377,14 @@ void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_repl
             rl_acl_names(node->acl_missing & m, 0, 6, names, sizeof names);
             snprintf(msg, sizeof msg, "redlock: %s refused: its user may not run %s", name, names);
             rl_client_event(c, RL_EVENT_NODE_REFUSED, msg);
+        }
+        break;
+    case RL_K_DETAILS:
+        /* Refused (another program's key under the details' name, an error):
+         * the locks show no details, and the write is tried again later. */
+        if (is_err || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+            node->details_gen = 0;
+            node->details_retry_us = rl_now_us() + RL_NODE_DETAILS_RETRY_US;
         }
         break;
     case RL_K_ROLE:

@@ -60,7 +60,10 @@ void rl_node_mark_up(rl_client *c, rl_node *node);
  * the password goes, unless a failed AUTH or SELECT said why first. */
 int rl_node_on_noauth(rl_node *node, const rl_reply *r);
 
-/* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE). */
+/* Handles a reply to a set-up command (AUTH, SELECT, INFO, ROLE), or to
+ * the write of the holder details (RL_K_DETAILS): one that failed is tried
+ * again no sooner than RL_NODE_DETAILS_RETRY_US later. */
+#define RL_NODE_DETAILS_RETRY_US 10000000
 void rl_node_on_setup_reply(rl_client *c, rl_node *node, int kind, const rl_reply *r);
 
 /* Whether INFO, ROLE and the node checks have answered on node's current

@@ -15,10 +15,9 @@ int rl_queue_start(rl_client *c, rl_queue *q, const char *key, size_t keylen, in
                    int64_t wait_ms) {
     memset(q, 0, sizeof *q);
     if (!c->set.fair || wait_ms <= 0) return 0;
-    char id[RL_TOKEN_LEN + 1];
+    _Static_assert(RL_QUEUE_ID_HEX % 2 == 0, "an entry id of whole bytes");
     /* Without random bytes the attempt's own token fails too, and says so. */
-    if (rl_token_new(id) != 0) return 0;
-    memcpy(q->member, id, RL_QUEUE_ID_HEX);
+    if (rl_random_hex(q->member, RL_QUEUE_ID_HEX / 2) != 0) return 0;
     q->member[RL_QUEUE_ID_HEX] = ':';
     q->member[RL_QUEUE_ID_HEX + 1] = shared ? 's' : 'x';
     q->member[RL_QUEUE_ID_HEX + 2] = '\0';

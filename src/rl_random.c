@@ -63,16 +63,34 @@ static int token_bytes(unsigned char raw[RL_TOKEN_BYTES]) {
     return rc;
 }
 
-int rl_token_new(char out[RL_TOKEN_LEN + 1]) {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char raw[RL_TOKEN_BYTES];
-    out[0] = '\0';
-    if (token_bytes(raw) != 0) return -1;
-    for (size_t i = 0; i < sizeof raw; i++) {
+static const char hex[] = "0123456789abcdef";
+
+static void to_hex(char *out, const unsigned char *raw, size_t n) {
+    for (size_t i = 0; i < n; i++) {
         out[2 * i] = hex[raw[i] >> 4];
         out[2 * i + 1] = hex[raw[i] & 15];
     }
+}
+
+int rl_token_new(char out[RL_TOKEN_LEN + 1], const char *pub) {
+    unsigned char raw[RL_TOKEN_BYTES];
+    out[0] = '\0';
+    if (token_bytes(raw) != 0) return -1;
+    memcpy(out, pub, RL_TOKEN_PUBLIC_LEN);
+    to_hex(out + RL_TOKEN_PUBLIC_LEN, raw, sizeof raw);
     out[RL_TOKEN_LEN] = '\0';
+    return 0;
+}
+
+int rl_random_hex(char *out, size_t n) {
+    unsigned char raw[32];
+    while (n > 0) {
+        size_t k = n < sizeof raw ? n : sizeof raw;
+        if (fill_random(raw, k) != 0) return -1;
+        to_hex(out, raw, k);
+        out += 2 * k;
+        n -= k;
+    }
     return 0;
 }
 

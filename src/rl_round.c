@@ -705,6 +705,7 @@ void rl_round_run(rl_client *c, rl_round *r) {
         }
         /* One answered with an error (LOADING) goes again, ahead of this round's command. */
         if (node->owed.n) rl_node_send_owed(node, node->conn, deadline);
+        if (r->before) r->before(r->before_ctx, c, node, now, deadline);
         rl_tag tag = {.op = op, .kind = r->kind, .deadline_us = deadline, .sent_us = now,
                       .script = (unsigned char)(script + 1)};
         tag.by_digest = digest && (node->scripts_cached >> script & 1) && !node->evalsha_refused;

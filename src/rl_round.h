@@ -60,6 +60,13 @@ typedef struct rl_round {
      * what this one did to into's answer (release_many: a name deleted
      * through either row is deleted on the server). Gets inspect_ctx. */
     void (*fold)(void *ctx, int into, const rl_reply *rep);
+    /* Optional: called for each node right before this round's command is
+     * written to it (its connection made, owed cleanups sent), to put one
+     * command of its own ahead of it, tagged as a set-up command so that
+     * its answer is no vote (the holder details, rl_lock_holder.c). Gets
+     * before_ctx, the time and the node's deadline. */
+    void (*before)(void *ctx, rl_client *c, rl_node *node, int64_t now_us, int64_t deadline_us);
+    void *before_ctx;
     /* out */
     rl_vote *votes;             /* c->n entries, owned by the caller */
     int asked, yes, no, fail;

@@ -10,8 +10,9 @@
 #define RL_LUA_NOW \
     "local tm = redis.call('time') local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) "
 
-/* The keys a lock keeps beside its own (<key>:holder, <key>:holders,
- * <key>:writer-waiting) are names a lock can have too, ours or another
+/* The keys a lock keeps beside its own (<key>:holders,
+ * <key>:writer-waiting), and a connection's holder details
+ * (RL_CLIENT_DETAILS_TAG), are names a lock can have too, ours or another
  * Redlock client's: every script touches one only when it holds what this
  * extension writes there, and otherwise leaves it as it is (the
  * companion's job is then simply not done: no details, no marker).
@@ -20,42 +21,52 @@
  * token, never holds that byte. */
 #define RL_DETAILS_TAG "redlock1"
 #define RL_DETAILS_SEP "\x1f"
-/* isdetails(v): value v (of GET, MGET or a failed pcall) is an exclusive
- * holder's details. */
+/* isdetails(v): value v (of GET, MGET or a failed pcall) is holder
+ * details. */
 #define RL_LUA_IS_DETAILS \
     "local function isdetails(v) return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31' end "
-/* mine(k): true when key k holds an exclusive holder's details, nil when
- * it does not exist, false when it holds anything else (another lock). */
-#define RL_LUA_MINE \
-    RL_LUA_IS_DETAILS \
-    "local function mine(k) local v = redis.pcall('get', k) if v == false then return nil end return isdetails(v) end "
 /* The value of the writer-waiting marker (RL_WRITER_SUFFIX): only a key
  * holding it is one. */
 #define RL_WRITER_MARK "redlock-writer-waiting"
 
-/* The holder details of a set of names taken with one token
- * (RL_SCRIPT_ACQUIRE_MANY) are written once for the set, in the hash named
- * key prefix + RL_SET_DETAILS_TAG + the SHA1 of the token (computed on the
- * node, so neither its name nor its value holds the token): field 'd' the
- * details, field 'n' how many names of the set this node still holds as
- * far as releases tell. A release of a name holding the token takes 1 off
- * and deletes the hash at 0; an extension makes it live at least as long
- * as the name; with neither it expires with the set's TTL. A reader finds
- * it from a name's value (rl_lock_holder.c), so it is never shown for a
- * name that holds another token. A single acquisition's details are in
- * <key>:holder instead: where that key is there, the name is no set's. */
-#define RL_SET_DETAILS_TAG "redlock-set:"
-#define RL_LUA_SET_KEY "local function setkey(p, t) return p .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(t) end "
-/* setgone(p, t, k): k names holding token t were deleted (p the key prefix). */
-#define RL_LUA_SET_GONE \
-    RL_LUA_SET_KEY \
-    "local function setgone(p, t, k) local dk = setkey(p, t) " \
-    "if redis.call('type', dk).ok == 'hash' and redis.call('hincrby', dk, 'n', -k) <= 0 then redis.call('del', dk) end end "
-/* setkeep(p, t, ms): a name holding token t now lives ms more. */
-#define RL_LUA_SET_KEEP \
-    RL_LUA_SET_KEY \
-    "local function setkeep(p, t, ms) local dk = setkey(p, t) local left = redis.call('pttl', dk) " \
-    "if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end end "
+/* An exclusive holder's details (host, pid and client_name: no time, no
+ * token; rl_lock_holder.c) are written once per connection to each node,
+ * not with each lock: in the string key prefix + RL_CLIENT_DETAILS_TAG +
+ * the id that starts each of the connection's tokens (rl_random.h: public,
+ * as is the time of the acquisition that follows it in the token). So a
+ * lock, or a set of names, costs no write beyond its own keys, and a
+ * reader finds the details of every name from its value
+ * (RL_SCRIPT_HOLDER_READ): never for a name that holds another
+ * connection's token, and none for another Redlock client's token, whose
+ * shape is not this one. They outlive every lock that points to them:
+ * written to live longer than any lock taken behind them
+ * (RL_SCRIPT_DETAILS_PUT, rl_lock_holder.c), and kept as long as any of
+ * those locks when it is extended (dkeep). A release leaves them: the
+ * connection's other locks point to them too. detailskey(p, t): that key
+ * for token t under key prefix p, or nil. */
+#define RL_CLIENT_DETAILS_TAG "redlock-client:"
+#define RL_TOKEN_LEN_TEXT "60"        /* RL_TOKEN_LEN, RL_TOKEN_ID_LEN, the */
+#define RL_TOKEN_ID_LEN_TEXT "16"     /* set digit's place (from 1) and */
+#define RL_TOKEN_SET_AT_TEXT "17"     /* RL_TOKEN_PUBLIC_LEN (rl_random.h), */
+#define RL_TOKEN_PUBLIC_LEN_TEXT "28" /* as checked in rl_lock_holder.c */
+#define RL_LUA_DETAILS_KEY \
+    "local function detailskey(p, t) if #t == " RL_TOKEN_LEN_TEXT " and not string.find(t, '[^0-9a-f]') then " \
+    "return p .. '" RL_CLIENT_DETAILS_TAG "' .. string.sub(t, 1, " RL_TOKEN_ID_LEN_TEXT ") end end "
+/* tokdetails(p, v): the details value v (a token of ours) points to under
+ * key prefix p, with the time of the acquisition from the token and the
+ * kind "exclusive" after them, as rl_holder_parse reads them; or false. */
+#define RL_LUA_TOKEN_DETAILS \
+    RL_LUA_IS_DETAILS RL_LUA_DETAILS_KEY \
+    "local function tokdetails(p, v) local dk = detailskey(p, v) if not dk then return false end " \
+    "local dv = redis.pcall('get', dk) if not isdetails(dv) then return false end " \
+    "return dv .. '\\31' .. string.format('%.0f', tonumber(string.sub(v, " RL_TOKEN_SET_AT_TEXT " + 1, " \
+    RL_TOKEN_PUBLIC_LEN_TEXT "), 16)) .. '\\31exclusive' end "
+/* dkeep(dk, ms): details key dk (or nil) lives at least ms more, never
+ * less, when it holds details. */
+#define RL_LUA_DETAILS_KEEP \
+    RL_LUA_IS_DETAILS RL_LUA_DETAILS_KEY \
+    "local function dkeep(dk, ms) if dk and isdetails(redis.pcall('get', dk)) then " \
+    "local left = redis.call('pttl', dk) if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end end end "
 
 /* ourz(k): sorted set k is a shared lock of this extension, marked by its
  * member '' with a score of -1 or less (RL_LUA_SHARED_TIDY). A sorted set
@@ -88,24 +99,18 @@
 #define RL_LUA_SHARED_TIDY \
     RL_LUA_SHARED_OF "local hk, hok = holders_of(KEYS[1]) local function tidy() return tidy_of(KEYS[1], hk, hok, now) end "
 
-/* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, the key prefix (an
- * exclusive lock's set details are then kept, RL_SET_DETAILS_TAG); ARGV[3],
- * when given, a channel to tell waiters on (rl_wait.h); a user who may not
- * publish there still releases, and the waiters find out at their next
- * try. 1 when our key (a
- * string holding the token) or our live member of a shared lock was
- * deleted, else 0 (an exclusive lock's holder details, KEYS[1]..':holder'
- * (rl_lock_holder.c), go with it when it holds details (RL_LUA_MINE): a
- * name derived here, as only standalone masters vote; when there were none,
- * the name may be one of a set); a key of any other type is never touched. Cleanups after a failed attempt give
- * no channel, so waiters do not wake each other for nothing. */
+/* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
+ * waiters on (rl_wait.h); a user who may not publish there still releases,
+ * and the waiters find out at their next try. 1 when our key (a string
+ * holding the token) or our live member of a shared lock was deleted, else
+ * 0; a key of any other type is never touched. (An exclusive holder's
+ * details stay, RL_CLIENT_DETAILS_TAG.) Cleanups after a failed attempt
+ * give no channel, so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
     "local ty = redis.call('type',KEYS[1]).ok " \
     "if ty == 'string' then " \
-    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " RL_LUA_MINE \
-    "if mine(KEYS[1] .. ':holder') then redis.call('del',KEYS[1] .. ':holder') " \
-    "elseif ARGV[2] then " RL_LUA_SET_GONE "setgone(ARGV[2], ARGV[1], 1) end " \
-    "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1 else return 0 end end " \
+    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
+    "if ARGV[2] then redis.pcall('publish',ARGV[2],'') end return 1 else return 0 end end " \
     "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
     RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
@@ -113,7 +118,7 @@
     "if not sc then tidy() return 0 end " \
     "redis.call('zrem',KEYS[1],ARGV[1]) if hok then redis.call('hdel',hk,redis.sha1hex(ARGV[1])) end tidy() " \
     "if tonumber(sc) <= now then return 0 end " \
-    "if ARGV[3] then redis.pcall('publish',ARGV[3],'') end return 1"
+    "if ARGV[2] then redis.pcall('publish',ARGV[2],'') end return 1"
 
 /* lengthen(k, t): key k lives at least t ms more; never less. An extend
  * only lengthens: a command sent with a token can be delivered late (a
@@ -141,8 +146,8 @@
 /* KEYS[1] lock key, KEYS[2] and KEYS[3] (optional; the engine always
  * gives them, whatever its fencing setting) the fence counter and the
  * fencing floor (rl_floor.h); ARGV[1]
- * token, ARGV[2] ttl ms, ARGV[3] the key prefix (a set's details live as
- * long as its name: RL_SET_DETAILS_TAG), ARGV[4] (shared locks) the
+ * token, ARGV[2] ttl ms, ARGV[3] the key prefix (the holder details the
+ * token points to live as long: RL_LUA_DETAILS_KEEP), ARGV[4] (shared locks) the
  * max_holders the caller took it with. 1 when our key lives at least the
  * new TTL (lengthened to it, never shortened: RL_LUA_LENGTHEN); 0 when the
  * key is gone or not ours: it is never re-created. Its counter and floor
@@ -164,8 +169,7 @@
     "if at > tonumber(sc) then redis.call('zadd',KEYS[1],at,ARGV[1]) end tidy() return 1 end " \
     "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
     RL_LUA_LENGTHEN "local t = tonumber(ARGV[2]) lengthen(KEYS[1], t) " \
-    RL_LUA_MINE "if mine(KEYS[1] .. ':holder') then lengthen(KEYS[1] .. ':holder', t) " \
-    "elseif ARGV[3] then " RL_LUA_SET_KEEP "setkeep(ARGV[3], ARGV[1], t) end " \
+    "if ARGV[3] then " RL_LUA_DETAILS_KEEP "dkeep(detailskey(ARGV[3], ARGV[1]), t) end " \
     RL_LUA_STRETCH_FENCE "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end " \
     "return 1"
 
@@ -174,26 +178,25 @@
  * and the rest their fencing floors, each once (RL_LUA_STRETCH_FENCE; a
  * floor to the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
- * given) the key prefix, for the set details (once per token). An array of n
+ * given) the key prefix, for the holder details its tokens point to (each
+ * once, RL_LUA_DETAILS_KEEP). An array of n
  * integers: 1 where that key held its own token and lives at least its TTL
- * (lengthened, never shortened, as RL_SCRIPT_EXTEND does; its
- * holder details, KEYS[i]..':holder' when it holds them, too), 0 where it is gone, not ours,
+ * (lengthened, never shortened, as RL_SCRIPT_EXTEND does), 0 where it is gone, not ours,
  * or not a string (a shared lock someone took on the name since: no error,
  * so the other keys of the call are still extended); never re-created.
  * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
-    RL_LUA_SET_KEEP RL_LUA_STRETCH_FENCE RL_LUA_MINE RL_LUA_LENGTHEN \
+    RL_LUA_DETAILS_KEEP RL_LUA_STRETCH_FENCE RL_LUA_LENGTHEN \
     "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
     "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
     "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
     "lengthen(KEYS[i], t) out[i] = 1 " \
-    "if mine(KEYS[i] .. ':holder') then lengthen(KEYS[i] .. ':holder', t) " \
-    "elseif pre and (keep[ARGV[i]] or 0) < t then keep[ARGV[i]] = t end " \
+    "local dk = pre and detailskey(pre, ARGV[i]) if dk and (keep[dk] or 0) < t then keep[dk] = t end " \
     "if f then stretch(KEYS[n + i], t) end " \
     "else out[i] = 0 end end " \
     "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
     "for i = 2 * n + 1, #KEYS do stretch(KEYS[i], top) end end " \
-    "for tok, t in pairs(keep) do setkeep(pre, tok, t) end return out"
+    "for dk, t in pairs(keep) do dkeep(dk, t) end return out"
 
 /* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
  * token, else 0; on a shared lock, the ms its holder with the token has
@@ -363,9 +366,8 @@
 /* Several names at once. KEYS[1..n] lock keys, then (with fencing)
  * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
  * each once (rl_floor.h); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] floor ttl
- * ms (0: never expire), ARGV[4] n, ARGV[5] and ARGV[6] (holder_info) the
- * key prefix and the holder's details, written once for the set with the
- * lock's PX (RL_SET_DETAILS_TAG). Sets every key or none: when any key
+ * ms (0: never expire), ARGV[4] n (the holder details the token points to
+ * are the connection's: RL_CLIENT_DETAILS_TAG). Sets every key or none: when any key
  * exists (whatever its value, our own token from an earlier attempt
  * included) nothing is written and the answer is {0, i}, i the first such
  * key; else every key is set to the token and the answer is {1}, with
@@ -410,19 +412,16 @@
     "elseif call('msetnx', unpack(kv, 1, m)) == 0 then return taken(1, n) end end " \
     "local at = string.format('%.0f', now + tonumber(ARGV[2])) " \
     "for i = 1, n do call('pexpireat', KEYS[i], at) end " \
-    "if ARGV[6] then local dk = ARGV[5] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(tok) " \
-    "call('hset', dk, 'd', ARGV[6], 'n', n) call('pexpire', dk, ARGV[2]) end " \
     "if fenced then local g = string.format('%.0f', top) for i = 2 * n + 1, #KEYS do " \
     "if had[i] then call('set', KEYS[i], g, 'KEEPTTL') else call('set', KEYS[i], g) end " \
     "keep(KEYS[i], ARGV[3], had[i]) end " \
     "return {1, top} end " \
     "return {1}"
 
-/* KEYS[1..n] lock keys; ARGV[1] the key prefix, ARGV[2..n+1] the token
- * each must hold (or ARGV[2] alone: one token for all). Deletes each key
- * that still holds its token, with its holder details (a set's
- * (RL_SET_DETAILS_TAG) once per token; <key>:holder of the names of no set,
- * where it holds details), and takes each token's member out of each of
+/* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
+ * alone: one token for all). Deletes each key that still holds its token
+ * (the holder details its token points to stay, RL_CLIENT_DETAILS_TAG),
+ * and takes each token's member out of each of
  * the names that is a shared lock of ours (RL_LUA_OURS_ZSET; the key goes
  * with its last holder, as RL_SCRIPT_RELEASE does),
  * and then tells the waiters on <key>:released (rl_wait.h) of the names
@@ -431,84 +430,64 @@
  * the deletions stand and the answer is still theirs. Answers a string of n characters, '1' where the key was deleted
  * (or a live shared hold taken out), '0' where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
-    RL_LUA_SET_GONE RL_LUA_IS_DETAILS RL_LUA_OURS_ZSET RL_LUA_SHARED_OF \
-    "local out, del, tk, gone, zs = {}, {}, {}, {}, {} " \
+    RL_LUA_OURS_ZSET RL_LUA_SHARED_OF \
+    "local out, del, zs = {}, {}, {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
-    "for j = 1, #v do local i = a + j - 1 local t = ARGV[i + 1] or ARGV[2] " \
-    "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] tk[#del] = t gone[t] = (gone[t] or 0) + 1 " \
+    "for j = 1, #v do local i = a + j - 1 local t = ARGV[i] or ARGV[1] " \
+    "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] " \
     "else out[i] = '0' if v[j] == false and t ~= '' then zs[#zs + 1] = i end end end end " \
     "local zch, now = {}, nil " \
-    "for _, i in ipairs(zs) do local k, t = KEYS[i], ARGV[i + 1] or ARGV[2] " \
+    "for _, i in ipairs(zs) do local k, t = KEYS[i], ARGV[i] or ARGV[1] " \
     "if redis.call('type', k).ok == 'zset' and ourz(k) then " \
     "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
     "local zk, zok = holders_of(k) local sc = redis.call('zscore', k, t) " \
     "if sc then redis.call('zrem', k, t) if zok then redis.call('hdel', zk, redis.sha1hex(t)) end end " \
     "tidy_of(k, zk, zok, now) if sc and tonumber(sc) > now then out[i] = '1' zch[#zch + 1] = k .. ':released' end end end " \
-    "local single = {} for t in pairs(gone) do single[t] = redis.call('type', setkey(ARGV[1], t)).ok ~= 'hash' end " \
-    "local cand, hk, ch = {}, {}, zch for i = 1, #del do if single[tk[i]] then cand[#cand + 1] = del[i] .. ':holder' end " \
-    "ch[#ch + 1] = del[i] .. ':released' end " \
-    "for a = 1, #cand, 1000 do local b = math.min(a + 999, #cand) local v = redis.call('mget', unpack(cand, a, b)) " \
-    "for j = 1, #v do if isdetails(v[j]) then hk[#hk + 1] = cand[a + j - 1] end end end " \
+    "local ch = zch for i = 1, #del do ch[#ch + 1] = del[i] .. ':released' end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for a = 1, #hk, 1000 do redis.call('del', unpack(hk, a, math.min(a + 999, #hk))) end " \
-    "for t, k in pairs(gone) do if not single[t] then setgone(ARGV[1], t, k) end end " \
     "for a = 1, #ch, 1000 do local b = math.min(a + 999, #ch) local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
     "if s.err then for j = a, b do redis.pcall('publish', ch[j], '') end " \
     "else for j = 2, #s, 2 do if s[j] > 0 then redis.pcall('publish', s[j - 1], '') end end end end " \
     "return table.concat(out)"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
- * keys, ARGV[1] token, ARGV[2] the key prefix. Deletes each key that still
- * holds the token and the set's details (RL_SET_DETAILS_TAG), tells
+ * keys, ARGV[1] token. Deletes each key that still holds the token, tells
  * nobody, and answers how many keys it deleted. */
 #define RL_SCRIPT_CLEANUP_MANY \
     "local del = {} " \
     "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
     "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "redis.call('del', ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. redis.sha1hex(ARGV[1])) " \
     "return #del"
 
-/* The acquire with holder details (rl_lock_holder.c): KEYS[1] lock key,
- * KEYS[2] and KEYS[3] (with fencing) fence counter and fencing floor (as
- * RL_SCRIPT_ACQUIRE_FENCED); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] the
- * details, ARGV[4] (with fencing) counter ttl ms. The details go to
- * KEYS[1]..':holder' (rl_lock_holder.c), set with the lock's own PX, in
- * the same script, so they never outlive it, unless that key holds
- * something else (another lock: RL_LUA_MINE), which is left alone and the
- * details not written; that name is derived here,
- * as in RL_SCRIPT_RELEASE, to keep the command at 10 arguments: a new
- * connection's first lock command goes out right behind its AUTH, and
- * Redis answers a command of more than 10 from a client not yet
- * authenticated with a protocol error and closes the connection, which
- * would hide AUTH's own answer to a wrong password. Returns what SET NX
- * (status OK, nil) or the fenced script (its number, nil) would. */
-#define RL_SCRIPT_ACQUIRE_HOLDER \
-    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " RL_LUA_MINE \
-    "local hd = KEYS[1] .. ':holder' local function put() if mine(hd) ~= false then " \
-    "redis.call('set',hd,ARGV[3],'PX',ARGV[2]) end end " \
-    "if not KEYS[2] then put() return redis.status_reply('OK') end " \
-    RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[4]") \
-    "put() return f"
+/* A connection's holder details (RL_CLIENT_DETAILS_TAG, rl_lock_holder.c):
+ * KEYS[1] its details key, ARGV[1] the details, ARGV[2] ms. They are set
+ * to live at least ARGV[2] ms, or as long as they did when that is longer
+ * (an extension may have made them live as long as a lock), unless the key
+ * holds anything but details (another program's lock under that name):
+ * then it is left as it is and the answer is 0; else 1. */
+#define RL_SCRIPT_DETAILS_PUT \
+    RL_LUA_IS_DETAILS \
+    "local v = redis.pcall('get', KEYS[1]) if v and not isdetails(v) then return 0 end " \
+    "local t = tonumber(ARGV[2]) local p = redis.call('pttl', KEYS[1]) if p > t then t = p end " \
+    "redis.call('set', KEYS[1], ARGV[1], 'PX', t) return 1"
 
-/* Who holds a name: KEYS[1] lock key, KEYS[2] holder-details key; ARGV[1]
- * the most shared holders to list, ARGV[2] the key prefix. Returns {pttl of
- * the lock key, an identity of its value that is no token (the SHA1 of a
- * string, else the key's type, zset-other for a sorted set that is no
- * shared lock of ours: RL_LUA_OURS_ZSET), the details or false (for a string, those
- * of the set its token was taken with (RL_SET_DETAILS_TAG), else those of
- * KEYS[2]); for a shared lock (a sorted set) its
- * number of live holders instead, then a list: for each of the first
- * ARGV[1] live shared holders that has details, the SHA1 of its token, the
- * ms it has left on the node's clock and its details}. */
+/* Who holds a name: KEYS[1] lock key; ARGV[1] the most shared holders to
+ * list, ARGV[2] the key prefix. Returns {pttl of the lock key, an identity
+ * of its value that is no token (the SHA1 of a string, else the key's
+ * type, zset-other for a sorted set that is no shared lock of ours:
+ * RL_LUA_OURS_ZSET), the details or false (for a string, those its token
+ * points to (RL_CLIENT_DETAILS_TAG) with the time of the acquisition from
+ * the token and the kind, "exclusive", as fields 5 and 6); for a shared
+ * lock (a sorted set) its number of live holders instead, then a list: for
+ * each of the first ARGV[1] live shared holders that has details, the SHA1
+ * of its token, the ms it has left on the node's clock and its details}. */
 #define RL_SCRIPT_HOLDER_READ \
     RL_LUA_OURS_ZSET \
     "local t = redis.call('type',KEYS[1]).ok local id = t local d = false local l = {} " \
     "if t == 'zset' and not ourz(KEYS[1]) then id = 'zset-other' end " \
-    "if t == 'string' then id = redis.sha1hex(redis.call('get',KEYS[1])) " \
-    "local dk = ARGV[2] .. '" RL_SET_DETAILS_TAG "' .. id " \
-    "if redis.call('type',dk).ok == 'hash' then d = redis.call('hget',dk,'d') end " \
-    "if not d then " RL_LUA_IS_DETAILS "local v = redis.pcall('get',KEYS[2]) if isdetails(v) then d = v end end " \
+    "if t == 'string' then local v = redis.call('get',KEYS[1]) id = redis.sha1hex(v) " \
+    RL_LUA_TOKEN_DETAILS "d = tokdetails(ARGV[2], v) " \
     "elseif t == 'zset' and ourz(KEYS[1]) then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
     "local hk = KEYS[1] .. ':holders' " \
     "if redis.call('type',hk).ok == 'hash' then " \
@@ -528,12 +507,12 @@
  * longer than any lock's, RL_RESOURCE_MAX and a suffix, which keeps a
  * step's answer far below RL_REPLY_MAX_BYTES):
  * - a string with an expiry holding a token (a string of more than 64
- *   bytes is not read): {key, 'x' (32 lowercase hex digits, as this
- *   extension, node-redlock and redis-py write them) or 'f' (24 characters
- *   of base64 ending '==', as redsync writes them, or a UUID), its PTTL,
- *   the SHA1 of the value (never the value), the holder details or false,
- *   1 when they are a set's (for 'x': those of the set taken with that
- *   value, RL_SET_DETAILS_TAG, else those of <key>:holder), else 0};
+ *   bytes is not read): {key, 'x' (a token of this extension's, 60 lowercase
+ *   hex digits, or 32 as node-redlock and redis-py write them) or 'f' (24
+ *   characters of base64 ending '==', as redsync writes them, or a UUID),
+ *   its PTTL, the SHA1 of the value (never the value), the holder details
+ *   its token points to (RL_LUA_TOKEN_DETAILS) or false, 1 when the token
+ *   says it is a set's (its set digit, rl_random.h), else 0};
  * - a writer-waiting marker (a string holding RL_WRITER_MARK under a name
  *   with the suffix): {key, 'w', its PTTL};
  * - a shared lock of ours (RL_LUA_OURS_ZSET): {key, 'z', its PTTL, its live
@@ -554,7 +533,7 @@
  * (a user who may not run it gets no such entry). Every call a key costs
  * is one of a few, so a step's time grows with COUNT and ARGV[5] only. */
 #define RL_SCRIPT_FLEET_SCAN \
-    RL_LUA_IS_DETAILS \
+    RL_LUA_TOKEN_DETAILS \
     "local pre, most, wsuf, rsuf = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7] " \
     "local h4 = string.rep('%x', 4) " \
     "local uuid = '^' .. h4 .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. h4 .. h4 .. '$' " \
@@ -570,12 +549,12 @@
     "elseif v == '" RL_WRITER_MARK "' and #k > #wsuf and string.sub(k, -#wsuf) == wsuf then " \
     "out[#out + 1] = {k, 'w', p} watch(string.sub(k, 1, #k - #wsuf)) " \
     "else local c = false " \
-    "if #v == 32 and not string.find(v, '[^0-9a-f]') then c = 'x' " \
+    "if (#v == 32 or #v == " RL_TOKEN_LEN_TEXT ") and not string.find(v, '[^0-9a-f]') then c = 'x' " \
     "elseif (#v == 24 and string.find(v, b64)) or (#v == 36 and string.find(v, uuid)) then c = 'f' end " \
     "if c then local id, d, s = redis.sha1hex(v), false, 0 " \
-    "if c == 'x' then d = redis.pcall('hget', pre .. '" RL_SET_DETAILS_TAG "' .. id, 'd') " \
-    "if type(d) == 'string' then s = 1 else d = redis.pcall('get', k .. ':holder') " \
-    "if not isdetails(d) then d = false end end end " \
+    "if c == 'x' then d = tokdetails(pre, v) " \
+    "if #v == " RL_TOKEN_LEN_TEXT " and string.sub(v, " RL_TOKEN_SET_AT_TEXT ", " RL_TOKEN_SET_AT_TEXT ") == '1' " \
+    "then s = 1 end end " \
     "out[#out + 1] = {k, c, p, id, d, s} watch(k) end end " \
     "elseif t == 'zset' then local lim = redis.call('zscore', k, '') " \
     "if lim and tonumber(lim) <= -1 then " \
@@ -687,7 +666,7 @@
     "if was and ARGV[2] == '1' then " RL_LUA_NOW "qwake(KEYS[3], q, l, now) end return 1"
 
 /* The release of a connection in fair mode: RL_SCRIPT_RELEASE, run with
- * KEYS[1] and ARGV[1..2] as there and without a channel, then, when it
+ * KEYS[1] and ARGV[1] as there and without a channel, then, when it
  * gave the lock back, the next waiters of the name's queue are told
  * (RL_LUA_QUEUE's qwake: on their own channels, or on <key>:released
  * when the name has no queue). */

@@ -194,6 +194,9 @@ int rl_setting_set(rl_client *c, const char *name, const rl_setting_value *in, r
         c->tls_gen++;
         rl_node_drop_tls_connections(c);
     }
+    /* The next acquisition's holder details say the new name, under the
+     * new prefix; the locks taken before keep theirs (rl_lock_holder.c). */
+    if (rc == 0 && (strcmp(s->name, "client_name") == 0 || strcmp(s->name, "key_prefix") == 0)) c->holder.stale = 1;
     pthread_mutex_unlock(&c->mu);
     free(copy);
     return rc;

@@ -135,7 +135,7 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
             continue;
         }
         out->attempts++;
-        if (rl_lock_new_token(token, out) != RL_OK) break;
+        if (rl_lock_new_token(c, 0, token, out) != RL_OK) break;
         const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
         size_t lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1, 1, k.keylen, k.marklen, RL_TOKEN_LEN, strlen(ttl),
                          strlen(lim), dlen};
