@@ -17,6 +17,14 @@
  *     driver. N is set from a 300-cycle warm-up statement so that the timed
  *     statement lasts about SECONDS. Prints one JSON line.
  *
+ *   driver cycles EXT NODES FENCING PREFIX SECONDS split [SETTING=N ...]
+ *     The same with a lap after each call:
+ *       SELECT sum(bench_lap(redlock_release(P||i, bench_lap(redlock_acquire(P||i, 10000))))) FROM s
+ *     so the laps alternate: an acquire (with the CTE's step before it) and
+ *     a release, whose p50 and p99 go into the JSON line too (acq_*,
+ *     rel_*). For nodes far away (bench/run.py's latency rows): a 20-cycle
+ *     warm-up, at least 100 cycles.
+ *
  *   driver handoff EXT NODES RESOURCE ID SHMFILE START_NS END_NS [FAIR]
  *     One of several processes contending for RESOURCE (with FAIR 1, as a
  *     fair connection: redlock_config('fair', 1)): between START_NS
@@ -106,15 +114,19 @@ static void fn_lap(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_value(ctx, argv[0]);
 }
 
-/* Runs the cycle statement for n rows; returns its wall time in ns. */
-static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, int shared) {
+/* Runs the cycle statement for n rows; returns its wall time in ns.
+ * kind: 0 exclusive, 1 shared, 2 exclusive with a lap after each call. */
+static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, int kind) {
     static const char excl_sql[] =
         "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
         "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire(?2||i, 10000)))) FROM s";
     static const char shared_sql[] =
         "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
         "SELECT sum(bench_lap(redlock_release(?2||i, redlock_acquire_shared(?2||i, 10000)))) FROM s";
-    const char *sql = shared ? shared_sql : excl_sql;
+    static const char split_sql[] =
+        "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s WHERE i<?1) "
+        "SELECT sum(bench_lap(redlock_release(?2||i, bench_lap(redlock_acquire(?2||i, 10000))))) FROM s";
+    const char *sql = kind == 2 ? split_sql : kind ? shared_sql : excl_sql;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) fail(db, "prepare cycles");
     sqlite3_bind_int64(st, 1, n);
@@ -133,9 +145,22 @@ static int64_t run_cycles(sqlite3 *db, laps *l, const char *prefix, int64_t n, i
     return t1 - t0;
 }
 
+/* p50 and p99 of the n values at d[first], d[first + step], ... (sorts a copy). */
+static void percentiles(const int64_t *d, size_t n, size_t first, size_t step, double *p50, double *p99) {
+    size_t m = n > first ? (n - first + step - 1) / step : 0;
+    int64_t *v = malloc((m ? m : 1) * sizeof *v);
+    *p50 = *p99 = 0;
+    if (!v) return;
+    for (size_t i = 0; i < m; i++) v[i] = d[first + i * step];
+    qsort(v, m, sizeof *v, cmp_i64);
+    if (m) *p50 = v[m / 2] / 1e3, *p99 = v[(size_t)((double)m * 0.99)] / 1e3;
+    free(v);
+}
+
 static int cmd_cycles(int argc, char **argv) {
     if (argc < 7) return 2;
     int shared = argc > 7 && strcmp(argv[7], "shared") == 0; /* redlock_acquire_shared cycles */
+    int split = argc > 7 && strcmp(argv[7], "split") == 0;   /* a lap after each call */
     const char *ext = argv[2], *nodes = argv[3], *prefix = argv[5];
     int fencing = atoi(argv[4]);
     double seconds = atof(argv[6]);
@@ -146,7 +171,7 @@ static int cmd_cycles(int argc, char **argv) {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT redlock_config('fencing', %d)", fencing);
     if (query_int(db, sql) != fencing) fail(db, "fencing setting");
-    for (int i = 7 + shared; i < argc; i++) { /* more settings: name=whole number */
+    for (int i = 7 + shared + split; i < argc; i++) { /* more settings: name=whole number */
         const char *eq = strchr(argv[i], '=');
         if (!eq) return 2;
         snprintf(sql, sizeof sql, "SELECT redlock_config('%.*s', %s)", (int)(eq - argv[i]), argv[i], eq + 1);
@@ -154,23 +179,33 @@ static int cmd_cycles(int argc, char **argv) {
     }
     char wprefix[200];
     snprintf(wprefix, sizeof wprefix, "%sw", prefix);
-    const int64_t warm = 300;
-    int64_t wt = run_cycles(db, &l, wprefix, warm, shared);
+    const int64_t warm = split ? 20 : 300;
+    int kind = split ? 2 : shared;
+    int64_t wt = run_cycles(db, &l, wprefix, warm, kind);
     int64_t n = (int64_t)(seconds * 1e9 * (double)warm / (double)wt);
-    if (n < 500) n = 500;
+    if (n < (split ? 100 : 500)) n = split ? 100 : 500;
     if (n > 2000000) n = 2000000;
     double cpu0 = cpu_us(), user0 = user_cpu_us();
-    int64_t t = run_cycles(db, &l, prefix, n, shared);
+    int64_t t = run_cycles(db, &l, prefix, n, kind);
     double cpu = cpu_us() - cpu0, user = user_cpu_us() - user0;
     const char *dump = getenv("BENCH_LAPS_FILE"); /* every lap in order, in ns, for a closer look */
     FILE *df = dump ? fopen(dump, "w") : NULL;
     for (size_t i = 0; df && i < l.n; i++) fprintf(df, "%lld\n", (long long)l.d[i]);
     if (df) fclose(df);
+    double secs = (double)t / 1e9, a50 = 0, a99 = 0, r50 = 0, r99 = 0;
+    char more[200] = "";
+    if (split) { /* acquire laps at 0, 2, ...; release laps at 1, 3, ...; a cycle is both */
+        percentiles(l.d, l.n, 0, 2, &a50, &a99);
+        percentiles(l.d, l.n, 1, 2, &r50, &r99);
+        snprintf(more, sizeof more, ", \"acq_p50_us\": %.1f, \"acq_p99_us\": %.1f, \"rel_p50_us\": %.1f, \"rel_p99_us\": %.1f",
+                 a50, a99, r50, r99);
+        for (size_t i = 0; i + 1 < l.n; i += 2) l.d[i / 2] = l.d[i] + l.d[i + 1];
+        l.n /= 2;
+    }
     qsort(l.d, l.n, sizeof *l.d, cmp_i64);
-    double secs = (double)t / 1e9;
-    printf("{\"cycles\": %lld, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f, \"user_us\": %.1f}\n",
+    printf("{\"cycles\": %lld, \"seconds\": %.4f, \"rate\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"mean_us\": %.1f, \"cpu_us\": %.1f, \"user_us\": %.1f%s}\n",
            (long long)n, secs, (double)n / secs, l.d[l.n / 2] / 1e3, l.d[(size_t)((double)l.n * 0.99)] / 1e3,
-           (double)t / (double)n / 1e3, cpu / (double)n, user / (double)n);
+           (double)t / (double)n / 1e3, cpu / (double)n, user / (double)n, more);
     sqlite3_close(db);
     free(l.d);
     return 0;

@@ -177,6 +177,7 @@ class Bench:
         self.build = os.path.join(REPO, args.build)
         self.node_ok = None
         self.node_note = ""
+        self.wrap = []  # put before every client command: ["taskset", "-c", "1"] for the pinned rows
 
     @staticmethod
     def with_server_cpu(nodes, warmup, run):
@@ -221,18 +222,21 @@ class Bench:
                 r = {"error": "the gap timer wrote no figures"}
         return r
 
-    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=(), gaps=False):
-        urls = ",".join(n.tls_url if tls else n.url for n in nodes)
-        cmd = ([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
-                str(self.a.seconds)] + (["shared"] if shared else []) + list(settings))
-        timeout = self.a.seconds * 6 + 30
+    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=(), gaps=False, urls=None,
+             split=False, seconds=None):
+        urls = urls or ",".join(n.tls_url if tls else n.url for n in nodes)
+        seconds = seconds or self.a.seconds
+        cmd = self.wrap + ([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
+                            str(seconds)] + (["shared"] if shared else []) + (["split"] if split else []) +
+                           list(settings))
+        timeout = seconds * 6 + 30
         if gaps:
             return self.timed_gaps(cmd, timeout)
         return self.with_server_cpu(live or nodes, 300, lambda: run_json(cmd, timeout=timeout))
 
     def bare(self, nodes, fencing, quorum=False, gaps=False):
-        cmd = [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing), prefix("bare"),
-               str(self.a.seconds)]
+        cmd = self.wrap + [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing),
+                           prefix("bare"), str(self.a.seconds)]
         if quorum:
             cmd.append("quorum")
         timeout = self.a.seconds * 3 + 20
@@ -240,10 +244,16 @@ class Bench:
             return self.timed_gaps(cmd, timeout)
         return self.with_server_cpu(nodes, 200, lambda: run_json(cmd, timeout=timeout))
 
-    def peer(self, nodes):
-        return self.with_server_cpu(nodes, 200, lambda: run_json(
-            ["node", os.path.join(HERE, "node_redlock.mjs"), ",".join(str(n.port) for n in nodes), prefix("nr"),
-             str(self.a.seconds)], timeout=self.a.seconds * 3 + 30, cwd=HERE))
+    def peer(self, nodes, tls=False, ports=None, split=False, seconds=None):
+        """node-redlock on nodes (over TLS: their TLS ports), or on ports
+        (proxies in front of them: the latency rows, split timing)."""
+        seconds = seconds or self.a.seconds
+        ports = ports or [n.tls_port if tls else n.port for n in nodes]
+        opts = (["split"] if split else []) + (["tls=" + nodes[0].certs[0]] if tls else [])
+        cmd = self.wrap + ["node", os.path.join(HERE, "node_redlock.mjs"), ",".join(str(p) for p in ports),
+                           prefix("nr"), str(seconds)] + opts
+        return self.with_server_cpu(nodes, 20 if split else 200,
+                                    lambda: run_json(cmd, timeout=seconds * 3 + 30, cwd=HERE))
 
     def setup_peer(self):
         node, npm = shutil.which("node"), shutil.which("npm")
@@ -276,6 +286,17 @@ def med(runs, key):
     return statistics.median(vals) if vals else None
 
 
+def per_run(a_runs, b_runs, key="rate"):
+    """The ratios a / b of key for the runs of the same repetition (both
+    without error), which ran next to each other: (median, lowest,
+    highest, runs), or None."""
+    vals = [x[key] / y[key] for x, y in zip(a_runs, b_runs)
+            if "error" not in x and "error" not in y and x.get(key) and y.get(key)]
+    if not vals:
+        return None
+    return statistics.median(vals), min(vals), max(vals), len(vals)
+
+
 def summary(runs):
     """Medians over the repetitions; an error if any repetition failed."""
     errs = [r["error"] for r in runs if "error" in r]
@@ -286,7 +307,8 @@ def summary(runs):
         # timeout; the row keeps the other runs' medians and says so.
         runs = [r for r in runs if "error" not in r]
     out = {k: med(runs, k) for k in ("rate", "p50_us", "p99_us", "cpu_us", "srv_us", "cycles", "mean_us",
-                                     "gap_p50_us", "gap_mean_us")}
+                                     "gap_p50_us", "gap_mean_us", "acq_p50_us", "acq_p99_us", "rel_p50_us",
+                                     "rel_p99_us")}
     rates = [r["rate"] for r in runs if "rate" in r]
     if rates:
         out["rate_min"], out["rate_max"], out["reps"] = min(rates), max(rates), len(rates)
@@ -302,25 +324,151 @@ def summary(runs):
 # --------------------------------------------------------------------------
 
 
-def cycles_healthy(b, nodes, reps, counts=(1, 3, 5)):
-    """{(fencing, n): {"ours":..., "bare":..., "bareq":..., "peer":...}}"""
+def interleaved(todo, reps):
+    """Runs each (name, run) of todo reps times, interleaved, each in a
+    different place of the order every repetition, so that a burst of load
+    elsewhere hits all alike: {name: summary, "_runs": {name: [run, ...]}},
+    the runs of one repetition at the same index."""
+    runs = {k: [] for k, _ in todo}
+    for i in range(reps):
+        for k, run in todo[i % len(todo):] + todo[:i % len(todo)]:
+            runs[k].append(run())
+    out = {k: summary(v) for k, v in runs.items() if v}
+    out["_runs"] = runs
+    return out
+
+
+def cycles_healthy(b, nodes, reps, counts=(1, 3, 5), label="healthy"):
+    """{(fencing, n): {"ours":..., "bare":..., "bareq":..., "peer":..., "noholder":...}}; with fencing off
+    also ours with holder_info 0 (what the holder details cost) and node-redlock."""
     res = {}
     for fencing in (1, 0):
         for n in counts:
-            runs = {"ours": [], "bare": [], "bareq": [], "peer": []}
             todo = [("ours", lambda: b.ours(nodes[:n], fencing)), ("bare", lambda: b.bare(nodes[:n], fencing))]
             if n > 1:
                 todo.append(("bareq", lambda: b.bare(nodes[:n], fencing, quorum=True)))
+            if fencing == 0:
+                todo.append(("noholder", lambda: b.ours(nodes[:n], fencing, settings=["holder_info=0"])))
             if fencing == 0 and b.node_ok:
                 todo.append(("peer", lambda: b.peer(nodes[:n])))
-            for i in range(reps):
-                # Interleaved, each in a different place of the order every
-                # repetition, so a burst of load elsewhere hits all alike.
-                for k, run in todo[i % len(todo):] + todo[:i % len(todo)]:
-                    runs[k].append(run())
-            res[fencing, n] = {k: summary(v) for k, v in runs.items() if v}
-            print("bench: healthy, fencing %s, %d node(s): done" % ("on" if fencing else "off", n), flush=True)
+            res[fencing, n] = interleaved(todo, reps)
+            print("bench: %s, fencing %s, %d node(s): done" % (label, "on" if fencing else "off", n), flush=True)
     return res
+
+
+def pinned(b, nodes, reps, counts=(1, 3)):
+    """The fencing-off rows with the nodes on CPU 0 and each client on
+    CPU 1 (taskset), where there are 2 CPUs or more: {n: as cycles_healthy}
+    or None. Other processes of the machine still run on both."""
+    if not shutil.which("taskset") or (os.cpu_count() or 1) < 2:
+        return None
+    every = "0-%d" % ((os.cpu_count() or 2) - 1)
+    try:
+        for x in nodes:
+            subprocess.run(["taskset", "-a", "-p", "-c", "0", str(x.proc.pid)], capture_output=True, check=True)
+        b.wrap = ["taskset", "-c", "1"]
+        res = {}
+        for n in counts:
+            todo = [("ours", lambda: b.ours(nodes[:n], 0)),
+                    ("bareq", lambda: b.bare(nodes[:n], 0, quorum=n > 1))]
+            if b.node_ok:
+                todo.append(("peer", lambda: b.peer(nodes[:n])))
+            res[n] = interleaved(todo, reps)
+            print("bench: pinned, %d node(s): done" % n, flush=True)
+        return res
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    finally:
+        b.wrap = []
+        for x in nodes:
+            subprocess.run(["taskset", "-a", "-p", "-c", every, str(x.proc.pid)], capture_output=True)
+
+
+# The latency rows: round-trip times (ms) of 3 nodes behind delay proxies.
+LATENCIES = (("1 ms", (1, 1, 1)), ("10 ms", (10, 10, 10)), ("mixed, one far", (1, 1, 20)))
+
+
+def latency(b, nodes, reps, seconds):
+    """Ours and node-redlock with each node behind a delay proxy
+    (bench/delay.c: half the RTT on requests, half on replies), every
+    acquire and release timed: {label: {"rtt": [p50 ms of PING per node],
+    "ours":..., "peer":...}}."""
+    res = {}
+    for label, rtts in LATENCIES:
+        procs, ports = [], []
+        try:
+            for x, rtt in zip(nodes, rtts):
+                ready = os.path.join(TMP, prefix("proxy").replace(":", "-") + "ready")
+                half = str(int(rtt * 500))
+                procs.append(spawn([os.path.join(b.build, "delay"), str(x.port), half, half, ready],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                h.wait_until(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0, 10, what="a delay proxy")
+                with open(ready) as f:
+                    ports.append(int(f.read().split()[0]))
+            rtt_ms = []
+            for p in ports:
+                c = h.Resp("127.0.0.1", p, timeout=5)
+                try:
+                    c.cmd("PING")
+                    t = []
+                    for _ in range(15):
+                        t0 = time.monotonic()
+                        c.cmd("PING")
+                        t.append((time.monotonic() - t0) * 1000)
+                    rtt_ms.append(statistics.median(t))
+                finally:
+                    c.close()
+            urls = ",".join("redis://127.0.0.1:%d" % p for p in ports)
+            # a far node's answers come after 20 ms: a timeout well above that, so none is marked down
+            todo = [("ours", lambda: b.ours(nodes[:3], 0, urls=urls, split=True, seconds=seconds,
+                                            settings=["timeout_ms=250"]))]
+            if b.node_ok:
+                todo.append(("peer", lambda: b.peer(nodes[:3], ports=ports, split=True, seconds=seconds)))
+            r = interleaved(todo, reps)
+            r["rtt"] = rtt_ms
+            res[label] = r
+        finally:
+            for pr in procs:
+                pr.kill()
+                pr.wait()
+                _children.remove(pr)
+        print("bench: latency, %s: done" % label, flush=True)
+    return res
+
+
+def latency_lines(lat, targets):
+    L = ["Round-trip time: 3 nodes, each behind a delay proxy (bench/delay.c, half the RTT each way; "
+         "rtt = p50 of PING through it), fencing off; acquire and release each timed, p50/p99 in ms (median over "
+         "the runs)"]
+    for label, _ in LATENCIES:
+        r = lat.get(label)
+        if not r:
+            continue
+        rtt = r["rtt"]
+        q = sorted(rtt)[len(rtt) // 2]  # the quorum's slowest member: the 2nd fastest of 3
+        L.append("  %-16s node rtt %s ms; the quorum's slowest member %.2f ms" % (
+            label, ", ".join("%.2f" % x for x in rtt), q))
+        for k, name in (("ours", "ours"), ("peer", "node-redlock")):
+            s2 = r.get(k)
+            if not s2:
+                continue
+            if "error" in s2:
+                L.append("    %-14s failed: %s" % (name, s2["error"]))
+                continue
+            L.append("    %-14s acquire p50 %6.2f p99 %6.2f   release p50 %6.2f p99 %6.2f   (%.0f cycles/s)" % (
+                name, s2["acq_p50_us"] / 1000, s2["acq_p99_us"] / 1000, s2["rel_p50_us"] / 1000,
+                s2["rel_p99_us"] / 1000, s2["rate"]))
+        o = r.get("ours")
+        if o and "error" not in o:
+            far = max(rtt)
+            if far > 2 * q:  # one node far: an acquire never waits for it
+                tgt = verdict(o["acq_p99_us"] / 1000, round(far, 1), "<")
+                targets.append(("%s: ours acquire p99 (ms), below the far node's rtt" % label,
+                                "%.2f  %s" % (o["acq_p99_us"] / 1000, tgt)))
+            tgt = verdict(o["acq_p50_us"] / 1000 / q, 1.5, "<=")
+            targets.append(("%s: ours acquire p50 / rtt of the quorum's slowest" % label,
+                            "%.2f  %s" % (o["acq_p50_us"] / 1000 / q, tgt)))
+    return L
 
 
 def cycles_gaps(b, nodes, reps):
@@ -415,17 +563,16 @@ def cycles_hung(b, nodes, reps):
     return res
 
 
-def cycles_tls(b, nodes, reps):
-    """Ours on 3 and 5 nodes over TLS and in plain TCP, to the same servers,
-    in alternation (fencing on): {n: {"plain":..., "tls":...}}."""
+def cycles_tls(b, nodes, reps, counts=(3,)):
+    """Ours over TLS and in plain TCP, and node-redlock (ioredis) over TLS,
+    to the same servers, interleaved (fencing off, as node-redlock has no
+    fencing): {n: {"plain":..., "tls":..., "peer":...}}."""
     res = {}
-    for n in (3, 5):
-        runs = {"plain": [], "tls": []}
-        for i in range(reps):
-            order = (("plain", lambda: b.ours(nodes[:n], 1)), ("tls", lambda: b.ours(nodes[:n], 1, tls=True)))
-            for k, run in order[i % 2:] + order[:i % 2]:
-                runs[k].append(run())
-        res[n] = {k: summary(v) for k, v in runs.items()}
+    for n in counts:
+        todo = [("plain", lambda: b.ours(nodes[:n], 0)), ("tls", lambda: b.ours(nodes[:n], 0, tls=True))]
+        if b.node_ok:
+            todo.append(("peer", lambda: b.peer(nodes[:n], tls=True)))
+        res[n] = interleaved(todo, reps)
         print("bench: TLS and plain, %d nodes: done" % n, flush=True)
     return res
 
@@ -453,10 +600,8 @@ def cycles_ops(b, nodes, reps):
 def ops_lines(ops, targets):
     L = ["Operator features, 3 nodes, fencing on, runs alternating (same servers)"]
     r_h = ratio(ops["holder"], ops["noholder"])
-    tgt = verdict(r_h, 0.9)
-    targets.append(("holder details on/off, 3 nodes", tgt))
     L.append(row("ours, holder_info 0 (no details)", 3, ops["noholder"]))
-    L.append(row("ours, holder_info 1 (default)", 3, ops["holder"], rtxt(r_h, "on/off"), tgt))
+    L.append(row("ours, holder_info 1 (default)", 3, ops["holder"], rtxt(r_h, "on/off")))
     L.append(row("ours, statistics compiled out", 3, ops["nostats"]))
     L.append(row("ours, statistics on (default)", 3, ops["holder"], rtxt(ratio(ops["holder"], ops["nostats"]),
                                                                           "with/without")))
@@ -971,27 +1116,108 @@ def verdict(r, need, cmp=">="):
     if r is None:
         return "not measured"
     ok = r >= need if cmp == ">=" else r <= need if cmp == "<=" else r < need
-    return "%s %s: %s" % (cmp, need, "MET" if ok else "NOT MET")
+    return "%s %s: %s" % (cmp, need, "PASS" if ok else "MISS")
+
+
+def run_target(targets, what, pr, need, cmp=">="):
+    """Adds target `what` judged on pr (per_run's median of per-run
+    ratios), with the spread of those ratios beside it."""
+    if pr is None:
+        targets.append((what, "not measured"))
+        return "not measured"
+    v = verdict(pr[0], need, cmp)
+    targets.append((what, "%.3f (%.3f-%.3f, %d runs)  %s" % (pr[0], pr[1], pr[2], pr[3], v)))
+    return v
+
+
+def prtxt(pr, what):
+    """A per-run ratio for the ratio column."""
+    return "" if pr is None else "%.3f %s" % (pr[0], what)
+
+
+def healthy_lines(healthy, counts, targets, b, peer_v, tag=""):
+    """The rows and the targets of cycles_healthy (or of pinned, tag set)."""
+    L = []
+    if not healthy:
+        return L
+    for fencing in (1, 0) if healthy and not tag else (0,):
+        onoff = "on" if fencing else "off"
+        if tag:
+            L.append("Pinned (taskset): the nodes on CPU 0, each client on CPU 1, fencing off; other processes of "
+                     "the machine still run on both")
+        elif fencing:
+            L.append("Healthy, fencing on: acquire script (SET NX PX, INCR), then release script; EVALSHA after a "
+                     "first EVAL")
+        else:
+            L.append("Healthy, fencing off (redlock_config('fencing', 0)): SET NX PX, then release script; "
+                     "holder_info 0 beside it")
+        for n in counts:
+            hh = healthy.get(n) if tag else healthy.get((fencing, n))
+            if not hh:
+                continue
+            runs = hh["_runs"]
+            o, bare, bq, pe, nh = hh.get("ours"), hh.get("bare"), hh.get("bareq"), hh.get("peer"), hh.get("noholder")
+            limit_k = "bareq" if (n > 1 or tag) else "bare"
+            lim = runs.get(limit_k)
+            pr_q = per_run(runs["ours"], lim) if lim else None
+            pr_cpu = per_run(runs["ours"], lim, "cpu_us") if lim else None
+            where = "%s, %d node(s)%s" % ("fencing " + onoff if not tag else "pinned", n, "")
+            tgt_q = run_target(targets, "%s: ours/bare%s cycles/s" % (where, "-q" if n > 1 else ""), pr_q, 0.97)
+            run_target(targets, "%s: client CPU/cycle ours/bare%s" % (where, "-q" if n > 1 else ""), pr_cpu, 1.10,
+                       "<=")
+            L.append(row("ours: redlock.so in SQLite", n, o))
+            if tag:
+                L.append(row("bare hiredis, goes on at a quorum" if n > 1 else "bare hiredis", n, bq,
+                             prtxt(pr_q, "ours/bare-q"), tgt_q))
+            elif n > 1:
+                L.append(row("bare hiredis, waits for all replies", n, bare,
+                             prtxt(per_run(runs["ours"], runs["bare"]), "ours/bare")))
+                L.append(row("bare hiredis, goes on at a quorum", n, bq, prtxt(pr_q, "ours/bare-q"), tgt_q))
+            else:
+                L.append(row("bare hiredis", n, bare, prtxt(pr_q, "ours/bare"), tgt_q))
+            if nh:
+                pr_h = per_run(runs["ours"], runs["noholder"])
+                tgt_h = run_target(targets, "holder_info on/off, %d node(s): cycles/s" % n, pr_h, 0.95)
+                L.append(row("ours, holder_info 0", n, nh, prtxt(pr_h, "on/off"), tgt_h))
+            if pe:
+                pr_p = per_run(runs["ours"], runs["peer"])
+                tgt_p = run_target(targets, "%s: ours/node-redlock cycles/s" % where, pr_p, 1.1)
+                run_target(targets, "%s: node-redlock's client CPU/cycle / ours" % where,
+                           per_run(runs["peer"], runs["ours"], "cpu_us"), 1.5)
+                if not tag:
+                    run_target(targets, "%s: nodes' CPU/cycle ours/node-redlock" % where,
+                               per_run(runs["ours"], runs["peer"], "srv_us"), 1.0, "<=")
+                L.append(row("node-redlock %s (ioredis)" % (pe.get("version") or peer_v or ""), n, pe,
+                             prtxt(pr_p, "ours/node"), tgt_p))
+        if not fencing and not b.node_ok:
+            L.append("  " + b.node_note)
+    return L
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", default="build/bench", help="where bare and driver were built")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per throughput measurement")
-    ap.add_argument("--reps", type=int, default=5, help="repetitions per measurement (medians are shown)")
+    ap.add_argument("--reps", type=int, default=7,
+                    help="repetitions of the measurements with targets (healthy, pinned, tls, hung): medians shown")
+    ap.add_argument("--info-reps", type=int, default=3,
+                    help="repetitions of the rows without targets (gaps, shared, ops, latency)")
+    ap.add_argument("--latency-seconds", type=float, default=2.0, help="seconds per run of the latency rows")
     ap.add_argument("--handoff-seconds", type=float, default=8.0)
     ap.add_argument("--queue-seconds", type=float, default=3.0, help="seconds per row of the fair-queue table")
     ap.add_argument("--no-peer", action="store_true", help="skip node-redlock")
     ap.add_argument("--mem-cycles", type=int, default=1_000_000)
-    ap.add_argument("--mem-seconds", type=float, default=40.0, help="scale the memory test down to about this long")
+    ap.add_argument("--mem-seconds", type=float, default=20.0, help="scale the memory test down to about this long")
     ap.add_argument("--keep-locks", type=int, default=10000, help="locks the keep-alive row keeps alive")
-    ap.add_argument("--keep-seconds", type=float, default=60.0, help="how long the keep-alive row keeps them (quick: 10)")
+    ap.add_argument("--keep-seconds", type=float, default=20.0, help="how long the keep-alive row keeps them (quick: 10)")
     ap.add_argument("--growth-only", action="store_true", help="run only the growth tables (nodes, connections)")
     ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
-    ap.add_argument("--only", default="healthy,gaps,shared,tls,hung,ops,handoff,queue,memory,keep,growth,many",
-                    help="comma-separated parts to run: healthy, gaps, shared, tls, hung, ops, handoff, queue (fair "
-                         "queues against the default waiting at 4, 24 and 64 waiters), memory, keep, "
-                         "growth, many (default: all; gaps: the client's time from a reply to its next request, "
+    ap.add_argument("--only", default="healthy,pinned,latency,gaps,shared,tls,hung,ops,handoff,queue,memory,keep,growth,many",
+                    help="comma-separated parts to run: healthy, pinned, latency, gaps, shared, tls, hung, ops, "
+                         "handoff, queue (fair queues against the default waiting at 4, 24 and 64 waiters), "
+                         "memory, keep, growth, many (default: all; pinned: the fencing-off rows with the "
+                         "nodes and the client on different CPUs; latency: nodes behind delay proxies; "
+                         "gaps: the client's time from a reply to its next request, "
                          "ours and bare; ops: holder details and statistics; keep: locks kept alive "
                          "and connections with auto-extension; growth: cost with nodes and connections; many "
                          "alone runs the acquire_many rows on 3 nodes)")
@@ -1002,8 +1228,8 @@ def main():
         parts = {"growth"}
     if a.keep_only:
         parts = {"keep"}
-    bad = parts - {"healthy", "gaps", "shared", "tls", "hung", "ops", "handoff", "queue", "memory", "keep", "growth",
-                   "many"}
+    bad = parts - {"healthy", "pinned", "latency", "gaps", "shared", "tls", "hung", "ops", "handoff", "queue", "memory",
+                   "keep", "growth", "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
     if parts == {"many"}:
@@ -1028,7 +1254,7 @@ def main():
         targets = []
         L = ["redlock bench (ops rows only): %s" % head,
              "One cycle = acquire + release of a fresh lock (TTL 10 s) from SQL; medians of %d runs of %.1f s." % (
-                 a.reps, a.seconds), ""] + ops_lines(cycles_ops(b, nodes, a.reps), targets)
+                 a.info_reps, a.seconds), ""] + ops_lines(cycles_ops(b, nodes, a.info_reps), targets)
         cleanup()
         L += ["  %-52s %s" % t for t in targets]
         print()
@@ -1054,18 +1280,20 @@ def main():
         print("\n".join(["", "redlock bench: %s" % head] + lines))
         return 0
     if parts == {"shared"}:
-        sh = cycles_shared(b, nodes, a.reps)
+        sh = cycles_shared(b, nodes, a.info_reps)
         cleanup()
-        print("\n".join(["redlock bench: %s" % head, "medians of %d runs of %.1f s" % (a.reps, a.seconds)] +
+        print("\n".join(["redlock bench: %s" % head, "medians of %d runs of %.1f s" % (a.info_reps, a.seconds)] +
                         shared_lines(sh)))
         return 0
     same = check_commands(b, nodes[0])
     healthy = cycles_healthy(b, nodes, a.reps, counts) if "healthy" in parts else {}
-    gaps = cycles_gaps(b, nodes, a.reps) if "gaps" in parts else None
-    sh = cycles_shared(b, nodes, a.reps) if "shared" in parts else None
+    pin = pinned(b, nodes, a.reps, tuple(x for x in counts if x < 5)) if "pinned" in parts else {}
+    lat = latency(b, nodes, min(a.info_reps, 3), a.latency_seconds) if "latency" in parts else None
+    gaps = cycles_gaps(b, nodes, a.info_reps) if "gaps" in parts else None
+    sh = cycles_shared(b, nodes, a.info_reps) if "shared" in parts else None
     tls = (cycles_tls(b, nodes, a.reps) if certs else None) if "tls" in parts else {}
     hung = cycles_hung(b, nodes, a.reps) if "hung" in parts else {}
-    ops = cycles_ops(b, nodes, a.reps) if "ops" in parts else None
+    ops = cycles_ops(b, nodes, a.info_reps) if "ops" in parts else None
     ho = handoff(b, nodes[:3], a.handoff_seconds) if "handoff" in parts else None
     ho_peer = handoff(b, nodes[:3], a.handoff_seconds, peer=True) if b.node_ok and ho is not None else None
     qh = queue_handoffs(b, nodes[:3], a.queue_seconds) if "queue" in parts else None
@@ -1077,7 +1305,7 @@ def main():
     mny = None
     if "many" in parts:
         try:
-            mny = many.measure(EXT, [n.url for n in nodes[:3]], a.seconds, a.reps)
+            mny = many.measure(EXT, [n.url for n in nodes[:3]], a.seconds, a.info_reps)
         except Exception as e:  # noqa: BLE001 (one failed part must not cost the whole table)
             mny = {"error": str(e)[:300]}
     peer_v = next((s.get("version") for s in [healthy.get((0, n), {}).get("peer") for n in counts] if s), None)
@@ -1086,60 +1314,40 @@ def main():
     L = []
     L.append("redlock bench: %s" % head)
     L.append("One cycle = acquire + release of a fresh lock (TTL 10 s) from SQL; every figure from this run; "
-             "medians of %d runs of %.1f s, ours, bare and node-redlock interleaved in a rotating order; "
-             "spread = min-max cycles/s of the runs; cpu us = the client's CPU per cycle (getrusage), "
-             "redis us = all its nodes' CPU per cycle (INFO cpu deltas, warm-up included)." % (a.reps, a.seconds))
+             "medians of %d runs of %.1f s (rows without a target: %d), ours, bare and node-redlock interleaved "
+             "in a rotating order; spread = min-max cycles/s of the runs; ratio = the median of the ratios of "
+             "runs of the same repetition; cpu us = the client's CPU per cycle (getrusage), redis us = all its "
+             "nodes' CPU per cycle (INFO cpu deltas, warm-up included)." % (a.reps, a.seconds, a.info_reps))
     L.append("Commands of ours and of the bare client: %s" % same)
     L.append("")
     L.append(HEAD_FMT % ("", "nodes", "cycles/s", "spread", "p50 us", "p99 us", "cpu us", "redis us", "ratio",
                          "target"))
     targets = []
-    for fencing in (1, 0) if healthy else ():
-        if fencing:
-            L.append("Healthy, fencing on: acquire script (SET NX PX, holder details, INCR), then release script; EVALSHA after a first EVAL")
-        else:
-            L.append("Healthy, fencing off (redlock_config('fencing', 0)): acquire script (SET NX PX, holder details), then release script")
-        for n in counts:
-            h = healthy[fencing, n]
-            o, bare, bq, pe = h.get("ours"), h.get("bare"), h.get("bareq"), h.get("peer")
-            r_all = ratio(o, bare)
-            # On one node a quorum is every node: the bare client's one mode is the limit.
-            limit = bq if n > 1 else bare
-            r_q = ratio(o, limit)
-            onoff = "on" if fencing else "off"
-            tgt_q = verdict(r_q, 1.0)
-            targets.append(("fencing %s, %d node(s): ours/bare returning at quorum" % (onoff, n), tgt_q))
-            cpu_r = ratio(o, limit, "cpu_us")
-            targets.append(("fencing %s, %d node(s): client CPU/cycle ours/bare%s" % (onoff, n, "-q" if n > 1 else ""),
-                            verdict(cpu_r, 1.05, "<=") + ("" if cpu_r is None else " (%.3f)" % cpu_r)))
-            L.append(row("ours: redlock.so in SQLite", n, o))
-            if n > 1:
-                L.append(row("bare hiredis, waits for all replies", n, bare, rtxt(r_all, "ours/bare")))
-                L.append(row("bare hiredis, goes on at a quorum", n, bq, rtxt(r_q, "ours/bare-q"), tgt_q))
-            else:
-                L.append(row("bare hiredis", n, bare, rtxt(r_q, "ours/bare"), tgt_q))
-            if pe:
-                r_p = ratio(o, pe)
-                tgt_p = verdict(r_p, 1.1)
-                targets.append(("fencing off, %d node(s): ours/node-redlock" % n, tgt_p))
-                L.append(row("node-redlock %s (ioredis)" % (pe.get("version") or peer_v or ""), n, pe,
-                             rtxt(r_p, "ours/node"), tgt_p))
-        if not fencing and not b.node_ok:
-            L.append("  " + b.node_note)
+    L += healthy_lines(healthy, counts, targets, b, peer_v)
+    if pin:
+        L += healthy_lines(pin, sorted(pin), targets, b, peer_v, tag="pinned")
+    elif pin is None and "pinned" in parts:
+        L.append("Pinned rows skipped: taskset is missing, or fewer than 2 CPUs")
+    if lat is not None:
+        L += latency_lines(lat, targets)
     if gaps is not None:
         L += gap_lines(gaps)
     if tls != {}:
-        L.append("TLS (rediss://, TLS 1.3, EC P-256 certificate, verified), fencing on; the same servers serve both; "
-                 "ratio = ours TLS / ours plain, runs alternating")
+        L.append("TLS (rediss://, TLS 1.3, EC P-256 certificate, verified), fencing off; the same servers serve "
+                 "both; node-redlock on ioredis over TLS to them; runs interleaved")
     if tls is None:
         L.append("  TLS rows skipped: the openssl command could not make certificates")
-    for n in (3, 5) if tls else ():
-        t = tls[n]
-        r = ratio(t["tls"], t["plain"])
-        tgt = verdict(r, 0.8)
-        targets.append(("TLS %d nodes, ours TLS/plain" % n, tgt))
+    for n in sorted(tls) if tls else ():
+        t, runs = tls[n], tls[n]["_runs"]
+        pr_cpu = per_run(runs["tls"], runs["plain"], "cpu_us")
+        tgt_cpu = run_target(targets, "TLS %d nodes: client CPU/cycle TLS/plain" % n, pr_cpu, 1.5, "<=")
         L.append(row("ours, plain TCP", n, t["plain"]))
-        L.append(row("ours, TLS", n, t["tls"], rtxt(r, "TLS/plain"), tgt))
+        L.append(row("ours, TLS", n, t["tls"], prtxt(per_run(runs["tls"], runs["plain"]), "TLS/plain"),
+                     "cpu " + prtxt(pr_cpu, "TLS/plain") + " " + tgt_cpu))
+        if t.get("peer"):
+            pr_p = per_run(runs["tls"], runs["peer"])
+            tgt_p = run_target(targets, "TLS %d nodes: ours/node-redlock cycles/s, both TLS" % n, pr_p, 1.1)
+            L.append(row("node-redlock (ioredis), TLS", n, t["peer"], prtxt(pr_p, "ours/node"), tgt_p))
     if sh is not None:
         L += shared_lines(sh)
     if hung:
@@ -1239,7 +1447,7 @@ def main():
         targets.append(("1,000 names, acquire_many / single, fencing off", mtgt[1]))
     L.append("Targets, from the medians above (CPU: %s):" % cpu_model())
     for what, v in targets:
-        L.append("  %-52s %s" % (what, v))
+        L.append("  %-64s %s" % (what, v))
     load1 = open("/proc/loadavg").read().split()[0]
     L.append("(bench took %.0f s; 1-minute load average %s at the start, %s at the end, on %d CPUs%s)" % (
         time.monotonic() - t_start, load0, load1, os.cpu_count(),

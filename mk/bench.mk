@@ -17,6 +17,11 @@ $(BENCH_BUILD)/driver: bench/driver.c bench/measure.h
 	@mkdir -p $(BENCH_BUILD)
 	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ bench/driver.c -lsqlite3 -lpthread
 
+# The delay proxy of the latency rows (bench/delay.c).
+$(BENCH_BUILD)/delay: bench/delay.c bench/measure.h
+	@mkdir -p $(BENCH_BUILD)
+	$(CC) $(BENCH_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ bench/delay.c
+
 # The LD_PRELOAD timer of the span from a reply to the next request (bench/gap.c).
 $(BENCH_BUILD)/gap.so: bench/gap.c
 	@mkdir -p $(BENCH_BUILD)
@@ -36,5 +41,5 @@ $(BENCH_BUILD)/redlock_nostats.so: $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 bench: ## measure against a bare hiredis client on local nodes
 	@bash scripts/ensure-deps.sh
 	@$(MAKE) -s redlock.so
-	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver $(BENCH_BUILD)/gap.so $(BENCH_BUILD)/floor.so $(BENCH_BUILD)/redlock_nostats.so
+	@$(MAKE) -s $(BENCH_BUILD)/bare $(BENCH_BUILD)/driver $(BENCH_BUILD)/delay $(BENCH_BUILD)/gap.so $(BENCH_BUILD)/floor.so $(BENCH_BUILD)/redlock_nostats.so
 	@timeout -k 10 780 /usr/bin/python3 bench/run.py --build $(BENCH_BUILD) --seconds $(BENCH_SECONDS) $(BENCH_ARGS)
