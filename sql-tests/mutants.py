@@ -130,11 +130,11 @@ MUTANTS = {
     "extend-shortens": (
         "an extend sets the TTL it is given even when the key has more left: a late one cuts a lock back",
         [("src/rl_scripts.h",
-          "\"if p >= 0 and p < t then redis.call('pexpire', k, t) end end \"",
-          "\"if p >= 0 then redis.call('pexpire', k, t) end end \"")]),
+          "\"  if p >= 0 and p < t then redis.call('pexpire', k, t) end\\n\"",
+          "\"  if p >= 0 then redis.call('pexpire', k, t) end\\n\"")]),
     "fence-ignores-floor": (
         "a single fenced acquire ignores the fencing floor the sets of names write",
-        [("src/rl_scripts.h", "\"if fl and tonumber(fl) >= f then ", "\"if false then ")]),
+        [("src/rl_scripts.h", "\"if fl and tonumber(fl) >= f then\\n\"", "\"if false then\\n\"")]),
     "counter-value-as-token": (
         "a token that is a number (a fencing counter's value) is taken, so x:fence can be released as a lock",
         [("src/rl_lock.c", "if (is_integer_text(token, toklen))", "if (is_integer_text(token, 0))")]),

@@ -44,18 +44,23 @@ static const struct {
 
 _Static_assert(sizeof list / sizeof list[0] <= 64, "an rl_acl_mask has a bit per command");
 
-/* The probe: ARGV[1] the key K. A pcall around each check, since
+/* The probe: ARGV[1] the key K. Answers 0 on a server without
+ * redis.acl_check_cmd, else a list: 1 where the user may run that command
+ * of RL_ACL_LIST, 0 where not. A pcall around each check, since
  * acl_check_cmd raises an error for a command the server does not know
  * (renamed away). No key is declared, so a cluster node runs it wherever
  * K's slot is. */
 #define LUA_NAME(name, args, need) "'" name " " args "',"
 static const char probe[] =
-    "if type(redis.acl_check_cmd) ~= 'function' then return 0 end "
-    "local c, out = {" RL_ACL_LIST(LUA_NAME) "}, {} "
-    "for i = 1, #c do local a = {} "
-    "for w in string.gmatch(c[i], '%S+') do a[#a + 1] = w == 'K' and ARGV[1] or w end "
-    "local ok, yes = pcall(redis.acl_check_cmd, unpack(a)) out[i] = (ok and yes) and 1 or 0 end "
-    "return out";
+    "if type(redis.acl_check_cmd) ~= 'function' then return 0 end\n"
+    "local c, out = {" RL_ACL_LIST(LUA_NAME) "}, {}\n"
+    "for i = 1, #c do\n"
+    "  local a = {}\n"
+    "  for w in string.gmatch(c[i], '%S+') do a[#a + 1] = w == 'K' and ARGV[1] or w end\n"
+    "  local ok, yes = pcall(redis.acl_check_cmd, unpack(a))\n"
+    "  out[i] = (ok and yes) and 1 or 0\n"
+    "end\n"
+    "return out\n";
 
 const char *rl_acl_probe_script(size_t *len) {
     *len = sizeof probe - 1;

@@ -8,7 +8,8 @@
 /* The node's own clock in ms, for the scripts that keep shared holders'
  * expiries (Redis 7 replicates a script's effects, so TIME is allowed). */
 #define RL_LUA_NOW \
-    "local tm = redis.call('time') local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) "
+    "local tm = redis.call('time')\n" \
+    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 /* The keys a lock keeps beside its own (<key>:holders,
  * <key>:writer-waiting), and a connection's holder details
@@ -24,7 +25,9 @@
 /* isdetails(v): value v (of GET, MGET or a failed pcall) is holder
  * details. */
 #define RL_LUA_IS_DETAILS \
-    "local function isdetails(v) return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31' end "
+    "local function isdetails(v)\n" \
+    "  return type(v) == 'string' and string.sub(v, 1, 9) == '" RL_DETAILS_TAG "\\31'\n" \
+    "end\n"
 /* The value of the writer-waiting marker (RL_WRITER_SUFFIX): only a key
  * holding it is one. */
 #define RL_WRITER_MARK "redlock-writer-waiting"
@@ -73,7 +76,10 @@
  * without that mark (a leaderboard, a job queue, an index) is another
  * program's key under a lock's name: every script leaves it as it is. */
 #define RL_LUA_OURS_ZSET \
-    "local function ourz(k) local s = redis.call('zscore',k,'') return s and tonumber(s) <= -1 end "
+    "local function ourz(k)\n" \
+    "  local s = redis.call('zscore',k,'')\n" \
+    "  return s and tonumber(s) <= -1\n" \
+    "end\n"
 
 /* A shared lock's key is a sorted set: member token -> expiry (ms, node
  * clock), plus the member '' whose score is -1 - max_holders (0: no
@@ -87,17 +93,35 @@
  * details; deletes both keys when none is left (0), else makes both live
  * as long as the last holder (1). */
 #define RL_LUA_SHARED_OF \
-    "local function holders_of(k) local hk = k .. ':holders' local hkt = redis.call('type',hk).ok " \
-    "return hk, hkt == 'none' or (hkt == 'hash' and redis.call('hget',hk,'') == '" RL_DETAILS_TAG "') end " \
-    "local function tidy_of(k, hk, hok, now) local ex = redis.call('zrangebyscore',k,0,now) " \
-    "if #ex > 0 then redis.call('zremrangebyscore',k,0,now) " \
-    "if hok and redis.call('exists',hk) == 1 then for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end end end " \
-    "local last = redis.call('zrange',k,-1,-1,'withscores') " \
-    "if not last[2] or tonumber(last[2]) <= 0 then redis.call('del',k) if hok then redis.call('del',hk) end return 0 end " \
-    "redis.call('pexpireat',k,last[2]) if hok then redis.call('pexpireat',hk,last[2]) end return 1 end "
+    "local function holders_of(k)\n" \
+    "  local hk = k .. ':holders'\n" \
+    "  local hkt = redis.call('type',hk).ok\n" \
+    "  return hk, hkt == 'none'\n" \
+    "    or (hkt == 'hash' and redis.call('hget',hk,'') == '" RL_DETAILS_TAG "')\n" \
+    "end\n" \
+    "local function tidy_of(k, hk, hok, now)\n" \
+    "  local ex = redis.call('zrangebyscore',k,0,now)\n" \
+    "  if #ex > 0 then\n" \
+    "    redis.call('zremrangebyscore',k,0,now)\n" \
+    "    if hok and redis.call('exists',hk) == 1 then\n" \
+    "      for i = 1, #ex do redis.call('hdel',hk,redis.sha1hex(ex[i])) end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  local last = redis.call('zrange',k,-1,-1,'withscores')\n" \
+    "  if not last[2] or tonumber(last[2]) <= 0 then\n" \
+    "    redis.call('del',k)\n" \
+    "    if hok then redis.call('del',hk) end\n" \
+    "    return 0\n" \
+    "  end\n" \
+    "  redis.call('pexpireat',k,last[2])\n" \
+    "  if hok then redis.call('pexpireat',hk,last[2]) end\n" \
+    "  return 1\n" \
+    "end\n"
 /* The same for KEYS[1]: hk, hok and tidy(). Needs `now`. */
 #define RL_LUA_SHARED_TIDY \
-    RL_LUA_SHARED_OF "local hk, hok = holders_of(KEYS[1]) local function tidy() return tidy_of(KEYS[1], hk, hok, now) end "
+    RL_LUA_SHARED_OF \
+    "local hk, hok = holders_of(KEYS[1])\n" \
+    "local function tidy() return tidy_of(KEYS[1], hk, hok, now) end\n"
 
 /* KEYS[1] lock key; ARGV[1] token; ARGV[2], when given, a channel to tell
  * waiters on (rl_wait.h); a user who may not publish there still releases,
@@ -127,8 +151,10 @@
  * that lock back would let it expire on a quorum while its holder counts
  * on it. A key without expiry (-1, never made here) is left as it is. */
 #define RL_LUA_LENGTHEN \
-    "local function lengthen(k, t) local p = redis.call('pttl', k) " \
-    "if p >= 0 and p < t then redis.call('pexpire', k, t) end end "
+    "local function lengthen(k, t)\n" \
+    "  local p = redis.call('pttl', k)\n" \
+    "  if p >= 0 and p < t then redis.call('pexpire', k, t) end\n" \
+    "end\n"
 
 /* stretch(k, t): counter or floor k lives at least t ms (a number, or its
  * text) when it holds a number, so that the next holder's number is still
@@ -138,10 +164,14 @@
  * as is one no fencing number can be (more than 16 digits, or 2^53 - 1
  * or more, as RL_LUA_IS_FENCE says), such as a token of digits only. */
 #define RL_LUA_STRETCH_FENCE \
-    "local function stretch(k, t) local v = redis.pcall('get', k) " \
-    "if type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$') and tonumber(v) < " RL_FENCE_LIMIT_TEXT " " \
-    "then local p = redis.call('pttl', k) " \
-    "if p >= 0 and p < tonumber(t) then redis.call('pexpire', k, t) end end end "
+    "local function stretch(k, t)\n" \
+    "  local v = redis.pcall('get', k)\n" \
+    "  if type(v) == 'string' and #v <= 16 and string.find(v, '^%d+$')\n" \
+    "      and tonumber(v) < " RL_FENCE_LIMIT_TEXT " then\n" \
+    "    local p = redis.call('pttl', k)\n" \
+    "    if p >= 0 and p < tonumber(t) then redis.call('pexpire', k, t) end\n" \
+    "  end\n" \
+    "end\n"
 
 /* KEYS[1] lock key, KEYS[2] and KEYS[3] (optional; the engine always
  * gives them, whatever its fencing setting) the fence counter and the
@@ -198,84 +228,119 @@
     "for i = 2 * n + 1, #KEYS do stretch(KEYS[i], top) end end " \
     "for dk, t in pairs(keep) do dkeep(dk, t) end return out"
 
-/* KEYS[1] lock key; ARGV[1] token. The key's PTTL in ms when it holds the
- * token, else 0; on a shared lock, the ms its holder with the token has
- * left on the node's clock (0 when gone or expired) plus (max_holders + 1)
- * times 2^32, so the caller learns the kind and the limit (rl_lock.c,
- * CHECK_KIND_SHIFT); 0 on a key of any other type. Both times are capped
- * below 2^31: an exclusive lock's never reads as a shared holder's answer,
- * and a shared holder's never runs into the bits of its limit. A limit
- * that no call here writes (a fraction, above RL_SHARED_MAX_HOLDERS) gives
- * 0: what it would mean is not known.
- * Reads only: the lock is neither lengthened nor shortened.
- * A key without expiry answers -1 (never made by this extension). */
+/* Is the lock still ours, and for how long; reads only (the lock is
+ * neither lengthened nor shortened).
+ * KEYS[1] lock key; ARGV[1] token.
+ * Answers: for a string holding the token, its PTTL (-1 for a key without
+ * expiry, which this extension never makes); for a shared lock of ours,
+ * the ms the token's live holder has left on the node's clock plus
+ * (max_holders + 1) * 2^32, so the caller learns the kind and the limit
+ * (rl_lock.c, CHECK_KIND_SHIFT); else 0, also for a limit no call here
+ * writes (a fraction, above RL_SHARED_MAX_HOLDERS). Both times are capped
+ * below 2^31, so that neither kind's answer reads as the other's. */
 #define RL_SCRIPT_CHECK \
-    "local ty = redis.call('type',KEYS[1]).ok " \
-    "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
-    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
+    "local ty = redis.call('type',KEYS[1]).ok\n" \
+    "if ty == 'zset' then\n" \
+    "  if ARGV[1] == '' then return 0 end\n" \
+    RL_LUA_OURS_ZSET \
+    "  if not ourz(KEYS[1]) then return 0 end\n" \
     RL_LUA_NOW \
-    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
-    "if not sc or tonumber(sc) <= now then return 0 end " \
-    "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
-    "if k < 0 or k > 1000000 or k ~= math.floor(k) then return 0 end " \
-    "local t = math.floor(tonumber(sc) - now) if t < 1 then return 0 end " \
-    "if t > 2147483647 then t = 2147483647 end " \
-    "return t + (k + 1) * 4294967296 end " \
-    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
-    "local t = redis.call('pttl',KEYS[1]) if t > 2147483647 then t = 2147483647 end return t"
+    "  local sc = redis.call('zscore',KEYS[1],ARGV[1])\n" \
+    "  if not sc or tonumber(sc) <= now then return 0 end\n" \
+    "  local lim = redis.call('zscore',KEYS[1],'')\n" \
+    "  local k = lim and (-1 - tonumber(lim)) or 0\n" \
+    "  if k < 0 or k > 1000000 or k ~= math.floor(k) then return 0 end\n" \
+    "  local t = math.floor(tonumber(sc) - now)\n" \
+    "  if t < 1 then return 0 end\n" \
+    "  if t > 2147483647 then t = 2147483647 end\n" \
+    "  return t + (k + 1) * 4294967296\n" \
+    "end\n" \
+    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end\n" \
+    "local t = redis.call('pttl',KEYS[1])\n" \
+    "if t > 2147483647 then t = 2147483647 end\n" \
+    "return t\n"
 
-/* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] token,
- * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit), ARGV[4] (holder_info)
- * the holder's details, kept under the SHA1 of the token in
- * KEYS[1]..':holders'. Adds a shared holder
- * expiring ttl ms from now on the node's clock: 1, or 0 when the key is
- * held exclusively (any other type), when max_holders live holders are in,
- * or when an exclusive acquirer waits (the marker holds RL_WRITER_MARK). A max_holders
- * other than the current holders' is an error. */
+/* Adds a shared holder, expiring ttl ms from now on the node's clock.
+ * KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] token,
+ * ARGV[2] ttl ms, ARGV[3] max_holders (0: no limit), ARGV[4]
+ * (holder_info) the holder's details, kept in KEYS[1]..':holders' under
+ * the SHA1 of the token.
+ * Answers 1; 0 when the key is held exclusively (any other type), when
+ * max_holders live holders are in, or when an exclusive acquirer waits
+ * (the marker holds RL_WRITER_MARK); an error for a max_holders other
+ * than the current holders'. */
 #define RL_SCRIPT_ACQUIRE_SHARED \
-    "local ty = redis.call('type',KEYS[1]).ok " \
-    "if ty ~= 'zset' and ty ~= 'none' then return 0 end " \
-    RL_LUA_OURS_ZSET "if ty == 'zset' and not ourz(KEYS[1]) then return 0 end " \
+    "local ty = redis.call('type',KEYS[1]).ok\n" \
+    "if ty ~= 'zset' and ty ~= 'none' then return 0 end\n" \
+    RL_LUA_OURS_ZSET \
+    "if ty == 'zset' and not ourz(KEYS[1]) then return 0 end\n" \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
-    "local k = tonumber(ARGV[3]) local n = 0 " \
-    "if ty == 'zset' and tidy() == 1 then " \
-    "local lim = redis.call('zscore',KEYS[1],'') local have = lim and (-1 - tonumber(lim)) or 0 " \
-    "if have ~= k then return redis.error_reply('max_holders ' .. k .. ' differs from the ' .. have .. " \
-    "' its current shared holders use (0: no limit); use the same max_holders for every shared holder of a name') end " \
-    "n = redis.call('zcount',KEYS[1],'(0','+inf') end " \
-    "if redis.pcall('get',KEYS[2]) == '" RL_WRITER_MARK "' then return 0 end " \
-    "if k > 0 and n >= k then return 0 end " \
-    "redis.call('zadd',KEYS[1],-1 - k,'') redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1]) " \
-    "if ARGV[4] and hok then redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4],'','" RL_DETAILS_TAG "') end " \
-    "tidy() return 1"
+    "local k = tonumber(ARGV[3])\n" \
+    "local n = 0\n" \
+    "if ty == 'zset' and tidy() == 1 then\n" \
+    "  local lim = redis.call('zscore',KEYS[1],'')\n" \
+    "  local have = lim and (-1 - tonumber(lim)) or 0\n" \
+    "  if have ~= k then\n" \
+    "    return redis.error_reply('max_holders ' .. k .. ' differs from the ' .. have ..\n" \
+    "      ' its current shared holders use (0: no limit); use the same max_holders for every shared holder of a name')\n" \
+    "  end\n" \
+    "  n = redis.call('zcount',KEYS[1],'(0','+inf')\n" \
+    "end\n" \
+    "if redis.pcall('get',KEYS[2]) == '" RL_WRITER_MARK "' then return 0 end\n" \
+    "if k > 0 and n >= k then return 0 end\n" \
+    "redis.call('zadd',KEYS[1],-1 - k,'')\n" \
+    "redis.call('zadd',KEYS[1],now + tonumber(ARGV[2]),ARGV[1])\n" \
+    "if ARGV[4] and hok then\n" \
+    "  redis.call('hset',hk,redis.sha1hex(ARGV[1]),ARGV[4],'','" RL_DETAILS_TAG "')\n" \
+    "end\n" \
+    "tidy()\n" \
+    "return 1\n"
 
-/* KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms. Set by
- * an exclusive acquirer that is going to wait while shared holders have the
- * key, so that no new shared holder comes in meanwhile; a marker key that
- * holds anything else is another lock, left as it is. Always 1. */
+/* Set by an exclusive acquirer that is going to wait while shared holders
+ * have the key, so that no new shared holder comes in meanwhile.
+ * KEYS[1] lock key, KEYS[2] the writer-waiting marker; ARGV[1] ms.
+ * Answers 1. A marker key that holds anything else is another lock, left
+ * as it is. */
 #define RL_SCRIPT_WRITER_WAITING \
     RL_LUA_OURS_ZSET \
-    "if redis.call('type',KEYS[1]).ok == 'zset' and ourz(KEYS[1]) then local m = redis.pcall('get',KEYS[2]) " \
-    "if m == false or m == '" RL_WRITER_MARK "' then redis.call('set',KEYS[2],'" RL_WRITER_MARK "','PX',ARGV[1]) end end return 1"
+    "if redis.call('type',KEYS[1]).ok == 'zset' and ourz(KEYS[1]) then\n" \
+    "  local m = redis.pcall('get',KEYS[2])\n" \
+    "  if m == false or m == '" RL_WRITER_MARK "' then\n" \
+    "    redis.call('set',KEYS[2],'" RL_WRITER_MARK "','PX',ARGV[1])\n" \
+    "  end\n" \
+    "end\n" \
+    "return 1\n"
 
-/* The same for several names: KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2]
- * the marker's suffix (RL_WRITER_SUFFIX). Every name of the set held
+/* RL_SCRIPT_WRITER_WAITING for several names: every name of the set held
  * shared gets its marker, so shared holders cannot come back on one name
- * while the waiter is kept out by another. Always 1. */
+ * while the waiter is kept out by another.
+ * KEYS[1..n] lock keys; ARGV[1] ms, ARGV[2] the marker's suffix
+ * (RL_WRITER_SUFFIX). Answers 1. */
 #define RL_SCRIPT_WRITER_WAITING_MANY \
     RL_LUA_OURS_ZSET \
-    "for i = 1, #KEYS do if redis.call('type', KEYS[i]).ok == 'zset' and ourz(KEYS[i]) then local mk = KEYS[i] .. ARGV[2] " \
-    "local m = redis.pcall('get', mk) if m == false or m == '" RL_WRITER_MARK "' then " \
-    "redis.call('set', mk, '" RL_WRITER_MARK "', 'PX', ARGV[1]) end end end return 1"
+    "for i = 1, #KEYS do\n" \
+    "  if redis.call('type', KEYS[i]).ok == 'zset' and ourz(KEYS[i]) then\n" \
+    "    local mk = KEYS[i] .. ARGV[2]\n" \
+    "    local m = redis.pcall('get', mk)\n" \
+    "    if m == false or m == '" RL_WRITER_MARK "' then\n" \
+    "      redis.call('set', mk, '" RL_WRITER_MARK "', 'PX', ARGV[1])\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "return 1\n"
 
-/* A waiter that got in takes its markers away: KEYS[1..n] lock keys,
- * ARGV[1] the marker's suffix (RL_WRITER_SUFFIX). Deletes each marker
- * that holds RL_WRITER_MARK (another writer still waiting sets it again
+/* A waiter that got in takes its markers away: each marker that holds
+ * RL_WRITER_MARK is deleted (another writer still waiting sets it again
  * at its next try, should a reader have come back meanwhile); a marker key
- * holding anything else is another lock, left as it is. Always 1. */
+ * holding anything else is another lock, left as it is.
+ * KEYS[1..n] lock keys; ARGV[1] the marker's suffix (RL_WRITER_SUFFIX).
+ * Answers 1. */
 #define RL_SCRIPT_WRITER_DONE \
-    "for i = 1, #KEYS do local mk = KEYS[i] .. ARGV[1] " \
-    "if redis.pcall('get', mk) == '" RL_WRITER_MARK "' then redis.call('del', mk) end end return 1"
+    "for i = 1, #KEYS do\n" \
+    "  local mk = KEYS[i] .. ARGV[1]\n" \
+    "  if redis.pcall('get', mk) == '" RL_WRITER_MARK "' then redis.call('del', mk) end\n" \
+    "end\n" \
+    "return 1\n"
 
 /* Fencing numbers stay below 2^53 - 1 (RL_FENCE_LIMIT_TEXT): Lua's
  * numbers are doubles, exact up to 2^53. isfence(v): counter or floor text
@@ -288,10 +353,14 @@
  * part of one. */
 #define RL_FENCE_LIMIT_TEXT "9007199254740991"
 #define RL_LUA_IS_FENCE \
-    "local function isfence(v) return #v <= 16 and string.find(v, '^%d+$') ~= nil " \
-    "and tonumber(v) < " RL_FENCE_LIMIT_TEXT " end " \
-    "local function notfence(what, k) return redis.error_reply(what .. ' ' .. k .. ' holds no number a fencing " \
-    "number can still be drawn from (digits only, below 2^53 - 1)') end "
+    "local function isfence(v)\n" \
+    "  return #v <= 16 and string.find(v, '^%d+$') ~= nil\n" \
+    "    and tonumber(v) < " RL_FENCE_LIMIT_TEXT "\n" \
+    "end\n" \
+    "local function notfence(what, k)\n" \
+    "  return redis.error_reply(what .. ' ' .. k ..\n" \
+    "    ' holds no number a fencing number can still be drawn from (digits only, below 2^53 - 1)')\n" \
+    "end\n"
 
 /* keep(k, t, had): counter or floor k, just written (with KEEPTTL when it
  * existed: had), lives at least t ms more (t: the digits of the setting,
@@ -301,9 +370,14 @@
  * Compared here rather than with PEXPIRE GT, which Redis before 7.0 does
  * not know. */
 #define RL_LUA_KEEP_FENCE \
-    "local function keep(k, t, had) if tonumber(t) == 0 then redis.call('persist', k) return end " \
-    "local p = had and redis.call('pttl', k) or -2 " \
-    "if p ~= -1 and p < tonumber(t) then redis.call('pexpire', k, t) end end "
+    "local function keep(k, t, had)\n" \
+    "  if tonumber(t) == 0 then\n" \
+    "    redis.call('persist', k)\n" \
+    "    return\n" \
+    "  end\n" \
+    "  local p = had and redis.call('pttl', k) or -2\n" \
+    "  if p ~= -1 and p < tonumber(t) then redis.call('pexpire', k, t) end\n" \
+    "end\n"
 
 /* ofvalue(e): the error e of a GET or INCR of a counter or floor is about
  * the key's value (another type, not an integer, no room left), which
@@ -312,10 +386,14 @@
  * came, naming the command and key, after the lock key KEYS[1] is
  * deleted again. */
 #define RL_LUA_FENCE_FAILED \
-    "local function ofvalue(e) return string.find(e.err, '^WRONGTYPE') " \
-    "or string.find(e.err, 'not an integer') or string.find(e.err, 'overflow') end " \
-    "local function failed(e, cmd, k) redis.call('del',KEYS[1]) " \
-    "return redis.error_reply(e.err .. ' (' .. cmd .. k .. ')') end "
+    "local function ofvalue(e)\n" \
+    "  return string.find(e.err, '^WRONGTYPE')\n" \
+    "    or string.find(e.err, 'not an integer') or string.find(e.err, 'overflow')\n" \
+    "end\n" \
+    "local function failed(e, cmd, k)\n" \
+    "  redis.call('del',KEYS[1])\n" \
+    "  return redis.error_reply(e.err .. ' (' .. cmd .. k .. ')')\n" \
+    "end\n"
 
 /* The fencing number of a single acquisition, once its lock key KEYS[1] is
  * set: the name's counter ck + 1 or, when larger, its fencing floor fk + 1
@@ -326,97 +404,164 @@
  * which goes back as the node gave it (RL_LUA_FENCE_FAILED). */
 #define RL_LUA_DRAW_FENCE(ck, fk, fttl) \
     RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE RL_LUA_FENCE_FAILED \
-    "local fl = redis.pcall('get'," fk ") " \
-    "if type(fl) == 'table' and not ofvalue(fl) then return failed(fl, 'GET ', " fk ") end " \
-    "if type(fl) == 'table' or (fl and not isfence(fl)) then redis.call('del',KEYS[1]) " \
-    "return notfence('fencing floor', " fk ") end " \
-    "local f = redis.pcall('incr'," ck ") " \
-    "if type(f) == 'table' and not ofvalue(f) then return failed(f, 'INCR ', " ck ") end " \
-    "if type(f) == 'table' or f < 1 or f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) " \
-    "return notfence('fence counter', " ck ") end " \
-    "local had = f ~= 1 " \
-    "if fl and tonumber(fl) >= f then f = tonumber(fl) + 1 " \
-    "if f >= " RL_FENCE_LIMIT_TEXT " then redis.call('del',KEYS[1]) return notfence('fencing floor', " fk ") end " \
-    "redis.call('set'," ck ",string.format('%.0f', f),'KEEPTTL') end " \
-    "keep(" ck ", " fttl ", had) "
+    "local fl = redis.pcall('get'," fk ")\n" \
+    "if type(fl) == 'table' and not ofvalue(fl) then return failed(fl, 'GET ', " fk ") end\n" \
+    "if type(fl) == 'table' or (fl and not isfence(fl)) then\n" \
+    "  redis.call('del',KEYS[1])\n" \
+    "  return notfence('fencing floor', " fk ")\n" \
+    "end\n" \
+    "local f = redis.pcall('incr'," ck ")\n" \
+    "if type(f) == 'table' and not ofvalue(f) then return failed(f, 'INCR ', " ck ") end\n" \
+    "if type(f) == 'table' or f < 1 or f >= " RL_FENCE_LIMIT_TEXT " then\n" \
+    "  redis.call('del',KEYS[1])\n" \
+    "  return notfence('fence counter', " ck ")\n" \
+    "end\n" \
+    "local had = f ~= 1\n" \
+    "if fl and tonumber(fl) >= f then\n" \
+    "  f = tonumber(fl) + 1\n" \
+    "  if f >= " RL_FENCE_LIMIT_TEXT " then\n" \
+    "    redis.call('del',KEYS[1])\n" \
+    "    return notfence('fencing floor', " fk ")\n" \
+    "  end\n" \
+    "  redis.call('set'," ck ",string.format('%.0f', f),'KEEPTTL')\n" \
+    "end\n" \
+    "keep(" ck ", " fttl ", had)\n"
 
-/* KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] fencing floor; ARGV[1]
- * token, ARGV[2] ttl ms, ARGV[3] counter ttl ms (0: never expires). The new
- * fence number when the lock was set, nil when the key exists already. */
+/* A fenced acquire. KEYS[1] lock key, KEYS[2] fence counter, KEYS[3]
+ * fencing floor; ARGV[1] token, ARGV[2] ttl ms, ARGV[3] counter ttl ms
+ * (0: never expires). Answers the new fencing number when the lock was
+ * set, nil when the key exists already. */
 #define RL_SCRIPT_ACQUIRE_FENCED \
-    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end " \
-    RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[3]") "return f"
+    "if not redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then return false end\n" \
+    RL_LUA_DRAW_FENCE("KEYS[2]", "KEYS[3]", "ARGV[3]") \
+    "return f\n"
 
-/* KEYS[1..m] fence keys: one lock's counter, or the fencing floors of a
+/* The fencing write-back, run only on the nodes that answered yes with a
+ * lower number (rl_fence.h): raises every key below the quorum's number to
+ * it and keeps each as RL_LUA_KEEP_FENCE says.
+ * KEYS[1..m] fence keys: one lock's counter, or the fencing floors of a
  * set (rl_floor.h); ARGV[1] their ttl ms (0: never expire), ARGV[2] the
- * quorum's number. Raises every key below the number to it and keeps each
- * as RL_LUA_KEEP_FENCE says; a key that holds no number (another type, or
- * another client's lock under that name) is left alone, an error. It runs
- * only on nodes that answered yes with a lower number (rl_fence.h). */
+ * quorum's number.
+ * Answers 1; an error for a key that holds no number (another type, or
+ * another client's lock under that name), which is left alone. */
 #define RL_SCRIPT_FENCE_WRITEBACK \
     RL_LUA_KEEP_FENCE \
-    "local g = tonumber(ARGV[2]) " \
-    "for i = 1, #KEYS do local v = redis.pcall('get', KEYS[i]) if type(v) == 'table' then return v end " \
-    "if v and not string.find(v, '^%d+$') then return redis.error_reply('fence key ' .. KEYS[i] .. " \
-    "' holds no number; it was left as it is') end " \
-    "if (tonumber(v or '0') or 0) < g then " \
-    "if v then redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL') else redis.call('set', KEYS[i], ARGV[2]) end end " \
-    "keep(KEYS[i], ARGV[1], v) end return 1"
+    "local g = tonumber(ARGV[2])\n" \
+    "for i = 1, #KEYS do\n" \
+    "  local v = redis.pcall('get', KEYS[i])\n" \
+    "  if type(v) == 'table' then return v end\n" \
+    "  if v and not string.find(v, '^%d+$') then\n" \
+    "    return redis.error_reply('fence key ' .. KEYS[i] ..\n" \
+    "      ' holds no number; it was left as it is')\n" \
+    "  end\n" \
+    "  if (tonumber(v or '0') or 0) < g then\n" \
+    "    if v then\n" \
+    "      redis.call('set', KEYS[i], ARGV[2], 'KEEPTTL')\n" \
+    "    else\n" \
+    "      redis.call('set', KEYS[i], ARGV[2])\n" \
+    "    end\n" \
+    "  end\n" \
+    "  keep(KEYS[i], ARGV[1], v)\n" \
+    "end\n" \
+    "return 1\n"
 
-/* Several names at once. KEYS[1..n] lock keys, then (with fencing)
- * KEYS[n+1..2n] their fence counters and the rest their fencing floors,
- * each once (rl_floor.h); ARGV[1] token, ARGV[2] ttl ms, ARGV[3] floor ttl
- * ms (0: never expire), ARGV[4] n (the holder details the token points to
- * are the connection's: RL_CLIENT_DETAILS_TAG). Sets every key or none: when any key
- * exists (whatever its value, our own token from an earlier attempt
- * included) nothing is written and the answer is {0, i}, i the first such
- * key; else every key is set to the token and the answer is {1}, with
- * fencing {1, f}: the set's fencing number, one more than the highest of
- * its counters and floors, stored in every one of its floors (their
- * expiries as RL_LUA_KEEP_FENCE says) and in no counter (a counter or floor
- * that is not one to draw from, RL_LUA_IS_FENCE, or a floor of another
- * type, is an error before anything is written; the number is written
- * with string.format, as Lua's own conversion of a number to text may give
- * an exponent on Redis 7.2 and later, which INCR would then refuse). Keys are
- * looked at and set 1,000 to a call (MGET, MSET; then one PEXPIREAT each,
- * as Redis has no command giving many keys a TTL; the script runs whole or
- * not at all, so no key is left without one; PEXPIREAT at the node's TIME
- * plus the TTL, because Redis rewrites a PEXPIRE into one for replication,
- * which costs an allocation per key): each call from a script costs more
- * than the work it does, and Lua's unpack takes a few thousand values at
- * most. Up to 1,000 names, one MSETNX (after the counters are read, so that
- * a bad counter fails before anything is written) both looks and sets, and
- * only a refusal looks key by key for the one that is taken; more names are
- * looked at first with EXISTS. A name taken elsewhere is the answer before
- * a bad counter is, as when the keys were looked at first. */
+/* Several names at once, all or none.
+ * KEYS[1..n] lock keys, then (with fencing) KEYS[n+1..2n] their fence
+ * counters and the rest their fencing floors, each once (rl_floor.h);
+ * ARGV[1] token, ARGV[2] ttl ms, ARGV[3] floor ttl ms (0: never expire),
+ * ARGV[4] n (the holder details the token points to are the
+ * connection's: RL_CLIENT_DETAILS_TAG).
+ * Answers {0, i} when any key exists (whatever its value, our own token
+ * from an earlier attempt too), i the first such key, nothing written;
+ * else every key is set to the token: {1}, with fencing {1, f}, f one
+ * more than the highest of its counters and floors, stored in every floor
+ * (expiries as RL_LUA_KEEP_FENCE says) and in no counter. A counter or
+ * floor that is not one to draw from (RL_LUA_IS_FENCE; a floor of another
+ * type too) is an error before anything is written, though a name taken
+ * elsewhere is the answer first.
+ * Keys go 1,000 to a call (MGET, MSET), as each call from a script costs
+ * more than its work and unpack takes a few thousand values at most; up
+ * to 1,000 names one MSETNX (after the counters are read) both looks and
+ * sets, more are looked at first with EXISTS. PEXPIREAT at the node's
+ * TIME plus the TTL, since Redis rewrites a PEXPIRE into one for
+ * replication (an allocation per key). Numbers are written with
+ * string.format: Lua's own conversion may give an exponent on Redis 7.2
+ * and later, which INCR would refuse. */
 #define RL_SCRIPT_ACQUIRE_MANY \
-    "local n = tonumber(ARGV[4]) " \
-    "local function taken(a, b) for i = a, b do if redis.call('exists', KEYS[i]) == 1 then return {0, i} end end end " \
-    "if n > 1000 then for a = 1, n, 1000 do local b = math.min(a + 999, n) " \
-    "if redis.call('exists', unpack(KEYS, a, b)) > 0 then return taken(a, b) end end end " \
+    "local n = tonumber(ARGV[4])\n" \
+    "local function taken(a, b)\n" \
+    "  for i = a, b do\n" \
+    "    if redis.call('exists', KEYS[i]) == 1 then return {0, i} end\n" \
+    "  end\n" \
+    "end\n" \
+    "if n > 1000 then\n" \
+    "  for a = 1, n, 1000 do\n" \
+    "    local b = math.min(a + 999, n)\n" \
+    "    if redis.call('exists', unpack(KEYS, a, b)) > 0 then return taken(a, b) end\n" \
+    "  end\n" \
+    "end\n" \
     RL_LUA_IS_FENCE RL_LUA_KEEP_FENCE \
-    "local fenced, top, topk, had = #KEYS > n, 0, nil, {} " \
-    "local function refuse(what, k) local held = n <= 1000 and taken(1, n) return held or notfence(what, k) end " \
-    "if fenced then for i = 2 * n + 1, #KEYS do local ty = redis.call('type', KEYS[i]).ok " \
-    "if ty ~= 'none' and ty ~= 'string' then return refuse('fencing floor', KEYS[i]) end had[i] = ty == 'string' end " \
-    "for a = n + 1, #KEYS, 1000 do local b = math.min(a + 999, #KEYS) " \
-    "local v = redis.call('mget', unpack(KEYS, a, b)) " \
-    "for j = 1, #v do local t = v[j] if t then " \
-    "if not isfence(t) then return refuse(a + j - 1 > 2 * n and 'fencing floor' or 'fence counter', KEYS[a + j - 1]) end " \
-    "local c = tonumber(t) if c > top then top, topk = c, a + j - 1 end end end end top = top + 1 " \
-    "if top >= " RL_FENCE_LIMIT_TEXT " then return refuse(topk > 2 * n and 'fencing floor' or 'fence counter', KEYS[topk]) end end " \
-    RL_LUA_NOW "local call, tok, kv = redis.call, ARGV[1], {} " \
-    "for a = 1, n, 1000 do local b, m = math.min(a + 999, n), 0 " \
-    "for i = a, b do kv[m + 1] = KEYS[i] kv[m + 2] = tok m = m + 2 end " \
-    "if n > 1000 then call('mset', unpack(kv, 1, m)) " \
-    "elseif call('msetnx', unpack(kv, 1, m)) == 0 then return taken(1, n) end end " \
-    "local at = string.format('%.0f', now + tonumber(ARGV[2])) " \
-    "for i = 1, n do call('pexpireat', KEYS[i], at) end " \
-    "if fenced then local g = string.format('%.0f', top) for i = 2 * n + 1, #KEYS do " \
-    "if had[i] then call('set', KEYS[i], g, 'KEEPTTL') else call('set', KEYS[i], g) end " \
-    "keep(KEYS[i], ARGV[3], had[i]) end " \
-    "return {1, top} end " \
-    "return {1}"
+    "local fenced, top, topk, had = #KEYS > n, 0, nil, {}\n" \
+    "local function refuse(what, k)\n" \
+    "  local held = n <= 1000 and taken(1, n)\n" \
+    "  return held or notfence(what, k)\n" \
+    "end\n" \
+    "if fenced then\n" \
+    "  for i = 2 * n + 1, #KEYS do\n" \
+    "    local ty = redis.call('type', KEYS[i]).ok\n" \
+    "    if ty ~= 'none' and ty ~= 'string' then return refuse('fencing floor', KEYS[i]) end\n" \
+    "    had[i] = ty == 'string'\n" \
+    "  end\n" \
+    "  for a = n + 1, #KEYS, 1000 do\n" \
+    "    local b = math.min(a + 999, #KEYS)\n" \
+    "    local v = redis.call('mget', unpack(KEYS, a, b))\n" \
+    "    for j = 1, #v do\n" \
+    "      local t = v[j]\n" \
+    "      if t then\n" \
+    "        if not isfence(t) then\n" \
+    "          return refuse(a + j - 1 > 2 * n and 'fencing floor' or 'fence counter',\n" \
+    "            KEYS[a + j - 1])\n" \
+    "        end\n" \
+    "        local c = tonumber(t)\n" \
+    "        if c > top then top, topk = c, a + j - 1 end\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  top = top + 1\n" \
+    "  if top >= " RL_FENCE_LIMIT_TEXT " then\n" \
+    "    return refuse(topk > 2 * n and 'fencing floor' or 'fence counter', KEYS[topk])\n" \
+    "  end\n" \
+    "end\n" \
+    RL_LUA_NOW \
+    "local call, tok, kv = redis.call, ARGV[1], {}\n" \
+    "for a = 1, n, 1000 do\n" \
+    "  local b, m = math.min(a + 999, n), 0\n" \
+    "  for i = a, b do\n" \
+    "    kv[m + 1] = KEYS[i]\n" \
+    "    kv[m + 2] = tok\n" \
+    "    m = m + 2\n" \
+    "  end\n" \
+    "  if n > 1000 then\n" \
+    "    call('mset', unpack(kv, 1, m))\n" \
+    "  elseif call('msetnx', unpack(kv, 1, m)) == 0 then\n" \
+    "    return taken(1, n)\n" \
+    "  end\n" \
+    "end\n" \
+    "local at = string.format('%.0f', now + tonumber(ARGV[2]))\n" \
+    "for i = 1, n do call('pexpireat', KEYS[i], at) end\n" \
+    "if fenced then\n" \
+    "  local g = string.format('%.0f', top)\n" \
+    "  for i = 2 * n + 1, #KEYS do\n" \
+    "    if had[i] then\n" \
+    "      call('set', KEYS[i], g, 'KEEPTTL')\n" \
+    "    else\n" \
+    "      call('set', KEYS[i], g)\n" \
+    "    end\n" \
+    "    keep(KEYS[i], ARGV[3], had[i])\n" \
+    "  end\n" \
+    "  return {1, top}\n" \
+    "end\n" \
+    "return {1}\n"
 
 /* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
  * alone: one token for all). Deletes each key that still holds its token
@@ -611,19 +756,43 @@
  * <key>:released as a plain release does, for the waiters that do not
  * queue. */
 #define RL_LUA_QUEUE \
-    "local function ourq(k) local m = redis.pcall('zscore', k, '" RL_QUEUE_MARK "') " \
-    "if type(m) == 'table' then return -1 end if m then return 1 end " \
-    "return redis.call('exists', k) == 0 and 0 or -1 end " \
-    "local function qprune(q, l, now) local ex = redis.call('zrangebyscore', l, 0, now, 'limit', 0, 1000) " \
-    "if #ex > 0 then redis.call('zrem', l, unpack(ex)) redis.call('zrem', q, unpack(ex)) end end " \
-    "local function qwake(k, q, l, now) " \
-    "if ourq(q) ~= 1 or ourq(l) ~= 1 then redis.pcall('publish', k .. ':released', '') return end " \
-    "qprune(q, l, now) local h = redis.call('zrange', q, 1, 1) " \
-    "if #h == 0 then redis.call('del', q, l) redis.pcall('publish', k .. ':released', '') return end " \
-    "local ty = redis.call('type', k).ok " \
-    "if string.sub(h[1], -1) == 'x' then if ty == 'none' then redis.pcall('publish', q .. ':' .. h[1], '') end return end " \
-    "if ty == 'string' then return end h = redis.call('zrange', q, 1, 100) " \
-    "for i = 1, #h do if string.sub(h[i], -1) == 'x' then return end redis.pcall('publish', q .. ':' .. h[i], '') end end "
+    "local function ourq(k)\n" \
+    "  local m = redis.pcall('zscore', k, '" RL_QUEUE_MARK "')\n" \
+    "  if type(m) == 'table' then return -1 end\n" \
+    "  if m then return 1 end\n" \
+    "  return redis.call('exists', k) == 0 and 0 or -1\n" \
+    "end\n" \
+    "local function qprune(q, l, now)\n" \
+    "  local ex = redis.call('zrangebyscore', l, 0, now, 'limit', 0, 1000)\n" \
+    "  if #ex > 0 then\n" \
+    "    redis.call('zrem', l, unpack(ex))\n" \
+    "    redis.call('zrem', q, unpack(ex))\n" \
+    "  end\n" \
+    "end\n" \
+    "local function qwake(k, q, l, now)\n" \
+    "  if ourq(q) ~= 1 or ourq(l) ~= 1 then\n" \
+    "    redis.pcall('publish', k .. ':released', '')\n" \
+    "    return\n" \
+    "  end\n" \
+    "  qprune(q, l, now)\n" \
+    "  local h = redis.call('zrange', q, 1, 1)\n" \
+    "  if #h == 0 then\n" \
+    "    redis.call('del', q, l)\n" \
+    "    redis.pcall('publish', k .. ':released', '')\n" \
+    "    return\n" \
+    "  end\n" \
+    "  local ty = redis.call('type', k).ok\n" \
+    "  if string.sub(h[1], -1) == 'x' then\n" \
+    "    if ty == 'none' then redis.pcall('publish', q .. ':' .. h[1], '') end\n" \
+    "    return\n" \
+    "  end\n" \
+    "  if ty == 'string' then return end\n" \
+    "  h = redis.call('zrange', q, 1, 100)\n" \
+    "  for i = 1, #h do\n" \
+    "    if string.sub(h[i], -1) == 'x' then return end\n" \
+    "    redis.pcall('publish', q .. ':' .. h[i], '')\n" \
+    "  end\n" \
+    "end\n"
 
 /* A fair waiter's turn: KEYS[1] the queue, KEYS[2] its leases; ARGV[1]
  * the entry, ARGV[2] the wall-clock ms its wait began (digits), ARGV[3]
@@ -636,20 +805,42 @@
  * of its two keys (someone deleted the other) starts again empty. */
 #define RL_SCRIPT_QUEUE_TURN \
     RL_LUA_QUEUE RL_LUA_NOW \
-    "local q, l, me = KEYS[1], KEYS[2], ARGV[1] " \
-    "if not string.find(ARGV[2], '^%d+$') then return redis.error_reply('queue time must be digits') end " \
-    "local oq, ol = ourq(q), ourq(l) if oq < 0 or ol < 0 then return -1 end " \
-    "if oq ~= ol then redis.call('del', q, l) oq = 0 end " \
-    "if oq == 1 then qprune(q, l, now) else " \
-    "redis.call('zadd', q, -1, '" RL_QUEUE_MARK "') redis.call('zadd', l, -1, '" RL_QUEUE_MARK "') end " \
-    "redis.call('zadd', q, ARGV[2], me) redis.call('zadd', l, now + tonumber(ARGV[3]), me) " \
-    "local top = redis.call('zrange', l, -1, -1, 'withscores')[2] " \
-    "redis.call('pexpireat', q, top) redis.call('pexpireat', l, top) " \
-    "local r = redis.call('zcount', q, '(-1', '(' .. ARGV[2]) local tie = redis.call('zrangebyscore', q, ARGV[2], ARGV[2]) " \
-    "for i = 1, #tie do if tie[i] == me then r = r + i - 1 break end end " \
-    "if string.sub(me, -1) == 'x' or r == 0 then return r end " \
-    "local a = redis.call('zrange', q, 1, math.min(r, 1000)) local w = r > 1000 and 1 or 0 " \
-    "for i = 1, #a do if string.sub(a[i], -1) == 'x' then w = w + 1 end end return w"
+    "local q, l, me = KEYS[1], KEYS[2], ARGV[1]\n" \
+    "if not string.find(ARGV[2], '^%d+$') then\n" \
+    "  return redis.error_reply('queue time must be digits')\n" \
+    "end\n" \
+    "local oq, ol = ourq(q), ourq(l)\n" \
+    "if oq < 0 or ol < 0 then return -1 end\n" \
+    "if oq ~= ol then\n" \
+    "  redis.call('del', q, l)\n" \
+    "  oq = 0\n" \
+    "end\n" \
+    "if oq == 1 then\n" \
+    "  qprune(q, l, now)\n" \
+    "else\n" \
+    "  redis.call('zadd', q, -1, '" RL_QUEUE_MARK "')\n" \
+    "  redis.call('zadd', l, -1, '" RL_QUEUE_MARK "')\n" \
+    "end\n" \
+    "redis.call('zadd', q, ARGV[2], me)\n" \
+    "redis.call('zadd', l, now + tonumber(ARGV[3]), me)\n" \
+    "local top = redis.call('zrange', l, -1, -1, 'withscores')[2]\n" \
+    "redis.call('pexpireat', q, top)\n" \
+    "redis.call('pexpireat', l, top)\n" \
+    "local r = redis.call('zcount', q, '(-1', '(' .. ARGV[2])\n" \
+    "local tie = redis.call('zrangebyscore', q, ARGV[2], ARGV[2])\n" \
+    "for i = 1, #tie do\n" \
+    "  if tie[i] == me then\n" \
+    "    r = r + i - 1\n" \
+    "    break\n" \
+    "  end\n" \
+    "end\n" \
+    "if string.sub(me, -1) == 'x' or r == 0 then return r end\n" \
+    "local a = redis.call('zrange', q, 1, math.min(r, 1000))\n" \
+    "local w = r > 1000 and 1 or 0\n" \
+    "for i = 1, #a do\n" \
+    "  if string.sub(a[i], -1) == 'x' then w = w + 1 end\n" \
+    "end\n" \
+    "return w\n"
 
 /* A waiter leaves the queue: KEYS[1] the queue, KEYS[2] its leases,
  * KEYS[3] the lock key; ARGV[1] the entry, ARGV[2] '1' when it leaves
@@ -659,11 +850,20 @@
  * 1; other programs' keys are left alone. */
 #define RL_SCRIPT_QUEUE_LEAVE \
     RL_LUA_QUEUE \
-    "local q, l = KEYS[1], KEYS[2] if ourq(q) ~= 1 or ourq(l) ~= 1 then return 1 end " \
-    "local was = redis.call('zrange', q, 1, 1)[1] == ARGV[1] " \
-    "if redis.call('zrem', q, ARGV[1]) == 0 then return 1 end redis.call('zrem', l, ARGV[1]) " \
-    "if #redis.call('zrange', q, 1, 1) == 0 then redis.call('del', q, l) return 1 end " \
-    "if was and ARGV[2] == '1' then " RL_LUA_NOW "qwake(KEYS[3], q, l, now) end return 1"
+    "local q, l = KEYS[1], KEYS[2]\n" \
+    "if ourq(q) ~= 1 or ourq(l) ~= 1 then return 1 end\n" \
+    "local was = redis.call('zrange', q, 1, 1)[1] == ARGV[1]\n" \
+    "if redis.call('zrem', q, ARGV[1]) == 0 then return 1 end\n" \
+    "redis.call('zrem', l, ARGV[1])\n" \
+    "if #redis.call('zrange', q, 1, 1) == 0 then\n" \
+    "  redis.call('del', q, l)\n" \
+    "  return 1\n" \
+    "end\n" \
+    "if was and ARGV[2] == '1' then\n" \
+    RL_LUA_NOW \
+    "  qwake(KEYS[3], q, l, now)\n" \
+    "end\n" \
+    "return 1\n"
 
 /* The release of a connection in fair mode: RL_SCRIPT_RELEASE, run with
  * KEYS[1] and ARGV[1] as there and without a channel, then, when it
