@@ -679,48 +679,106 @@
  * is one of a few, so a step's time grows with COUNT and ARGV[5] only. */
 #define RL_SCRIPT_FLEET_SCAN \
     RL_LUA_TOKEN_DETAILS \
-    "local pre, most, wsuf, rsuf = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7] " \
-    "local h4 = string.rep('%x', 4) " \
-    "local uuid = '^' .. h4 .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. h4 .. h4 .. '$' " \
-    "local b64 = '^' .. string.rep('[A-Za-z0-9+/]', 22) .. '==$' " \
-    "local qs, qm = '" RL_QUEUE_SUFFIX "', '" RL_QUEUE_MARK "' " \
-    "local r = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3]) " \
-    "local out, now, ch, seen = {r[1], #r[2]}, nil, {}, {} " \
-    "local function watch(k) if not seen[k] then seen[k] = true ch[#ch + 1] = k .. rsuf end end " \
-    "for _, k in ipairs(r[2]) do local t = #k <= 65600 and redis.call('type', k).ok " \
-    "if t == 'string' then local p = redis.call('pttl', k) " \
-    "local v = p > 0 and redis.call('getrange', k, 0, 64) or '' " \
-    "if #v == 0 or #v > 64 then " \
-    "elseif v == '" RL_WRITER_MARK "' and #k > #wsuf and string.sub(k, -#wsuf) == wsuf then " \
-    "out[#out + 1] = {k, 'w', p} watch(string.sub(k, 1, #k - #wsuf)) " \
-    "else local c = false " \
-    "if (#v == 32 or #v == " RL_TOKEN_LEN_TEXT ") and not string.find(v, '[^0-9a-f]') then c = 'x' " \
-    "elseif (#v == 24 and string.find(v, b64)) or (#v == 36 and string.find(v, uuid)) then c = 'f' end " \
-    "if c then local id, d, s = redis.sha1hex(v), false, 0 " \
-    "if c == 'x' then d = tokdetails(pre, v) " \
-    "if #v == " RL_TOKEN_LEN_TEXT " and string.sub(v, " RL_TOKEN_SET_AT_TEXT ", " RL_TOKEN_SET_AT_TEXT ") == '1' " \
-    "then s = 1 end end " \
-    "out[#out + 1] = {k, c, p, id, d, s} watch(k) end end " \
-    "elseif t == 'zset' then local lim = redis.call('zscore', k, '') " \
-    "if lim and tonumber(lim) <= -1 then " \
-    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
-    "local hk = k .. ':holders' local hok = redis.pcall('hget', hk, '') == '" RL_DETAILS_TAG "' " \
-    "local m = redis.call('zrangebyscore', k, '(' .. now, '+inf', 'withscores', 'limit', 0, most) local l = {} " \
-    "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) l[#l + 1] = f l[#l + 1] = math.floor(tonumber(m[i + 1]) - now) " \
-    "l[#l + 1] = hok and redis.call('hget', hk, f) or false end " \
-    "out[#out + 1] = {k, 'z', redis.call('pttl', k), redis.call('zcount', k, '(' .. now, '+inf'), -1 - tonumber(lim), l} " \
-    "watch(k) elseif #k > #qs and string.sub(k, -#qs) == qs and redis.call('zscore', k, qm) then " \
-    "local b = string.sub(k, 1, #k - #qs) local l = b .. '" RL_QUEUE_LEASE_SUFFIX "' " \
-    "if redis.call('type', l).ok == 'zset' and redis.call('zscore', l, qm) then " \
-    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
-    "local m, q = redis.call('zrange', k, 1, 4 * most, 'withscores'), {} " \
-    "for i = 1, #m, 2 do if #q < 2 * most then local e = redis.call('zscore', l, m[i]) " \
-    "if e and tonumber(e) > now then q[#q + 1] = m[i] q[#q + 1] = tonumber(m[i + 1]) end end end " \
-    "out[#out + 1] = {b, 'q', redis.call('zcount', l, '(' .. now, '+inf'), q} watch(b) end end end end " \
-    "for a = 1, #ch, 1000 do local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, math.min(a + 999, #ch))) " \
-    "if type(s) == 'table' and not s.err then for j = 2, #s, 2 do " \
-    "if s[j] > 0 then out[#out + 1] = {string.sub(s[j - 1], 1, #s[j - 1] - #rsuf), 's', s[j]} end end end end " \
-    "return out"
+    "local pre, most, wsuf, rsuf = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]\n" \
+    "local h4 = string.rep('%x', 4)\n" \
+    "local uuid = '^' .. h4 .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-' .. h4 .. '%-'\n" \
+    "  .. h4 .. h4 .. h4 .. '$'\n" \
+    "local b64 = '^' .. string.rep('[A-Za-z0-9+/]', 22) .. '==$'\n" \
+    "local qs, qm = '" RL_QUEUE_SUFFIX "', '" RL_QUEUE_MARK "'\n" \
+    "local r = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3])\n" \
+    "local out, now, ch, seen = {r[1], #r[2]}, nil, {}, {}\n" \
+    "local function watch(k)\n" \
+    "  if not seen[k] then\n" \
+    "    seen[k] = true\n" \
+    "    ch[#ch + 1] = k .. rsuf\n" \
+    "  end\n" \
+    "end\n" \
+    "for _, k in ipairs(r[2]) do\n" \
+    "  local t = #k <= 65600 and redis.call('type', k).ok\n" \
+    "  if t == 'string' then\n" \
+    "    local p = redis.call('pttl', k)\n" \
+    "    local v = p > 0 and redis.call('getrange', k, 0, 64) or ''\n" \
+    "    if #v == 0 or #v > 64 then\n" \
+    "    elseif v == '" RL_WRITER_MARK "' and #k > #wsuf and string.sub(k, -#wsuf) == wsuf then\n" \
+    "      out[#out + 1] = {k, 'w', p}\n" \
+    "      watch(string.sub(k, 1, #k - #wsuf))\n" \
+    "    else\n" \
+    "      local c = false\n" \
+    "      if (#v == 32 or #v == " RL_TOKEN_LEN_TEXT ") and not string.find(v, '[^0-9a-f]') then\n" \
+    "        c = 'x'\n" \
+    "      elseif (#v == 24 and string.find(v, b64))\n" \
+    "          or (#v == 36 and string.find(v, uuid)) then\n" \
+    "        c = 'f'\n" \
+    "      end\n" \
+    "      if c then\n" \
+    "        local id, d, s = redis.sha1hex(v), false, 0\n" \
+    "        if c == 'x' then\n" \
+    "          d = tokdetails(pre, v)\n" \
+    "          if #v == " RL_TOKEN_LEN_TEXT " and string.sub(v, " RL_TOKEN_SET_AT_TEXT ", " \
+    RL_TOKEN_SET_AT_TEXT ") == '1' then\n" \
+    "            s = 1\n" \
+    "          end\n" \
+    "        end\n" \
+    "        out[#out + 1] = {k, c, p, id, d, s}\n" \
+    "        watch(k)\n" \
+    "      end\n" \
+    "    end\n" \
+    "  elseif t == 'zset' then\n" \
+    "    local lim = redis.call('zscore', k, '')\n" \
+    "    if lim and tonumber(lim) <= -1 then\n" \
+    "      if not now then\n" \
+    "        local tm = redis.call('time')\n" \
+    "        now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+    "      end\n" \
+    "      local hk = k .. ':holders'\n" \
+    "      local hok = redis.pcall('hget', hk, '') == '" RL_DETAILS_TAG "'\n" \
+    "      local m = redis.call('zrangebyscore', k, '(' .. now, '+inf',\n" \
+    "        'withscores', 'limit', 0, most)\n" \
+    "      local l = {}\n" \
+    "      for i = 1, #m, 2 do\n" \
+    "        local f = redis.sha1hex(m[i])\n" \
+    "        l[#l + 1] = f\n" \
+    "        l[#l + 1] = math.floor(tonumber(m[i + 1]) - now)\n" \
+    "        l[#l + 1] = hok and redis.call('hget', hk, f) or false\n" \
+    "      end\n" \
+    "      out[#out + 1] = {k, 'z', redis.call('pttl', k),\n" \
+    "        redis.call('zcount', k, '(' .. now, '+inf'), -1 - tonumber(lim), l}\n" \
+    "      watch(k)\n" \
+    "    elseif #k > #qs and string.sub(k, -#qs) == qs and redis.call('zscore', k, qm) then\n" \
+    "      local b = string.sub(k, 1, #k - #qs)\n" \
+    "      local l = b .. '" RL_QUEUE_LEASE_SUFFIX "'\n" \
+    "      if redis.call('type', l).ok == 'zset' and redis.call('zscore', l, qm) then\n" \
+    "        if not now then\n" \
+    "          local tm = redis.call('time')\n" \
+    "          now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+    "        end\n" \
+    "        local m, q = redis.call('zrange', k, 1, 4 * most, 'withscores'), {}\n" \
+    "        for i = 1, #m, 2 do\n" \
+    "          if #q < 2 * most then\n" \
+    "            local e = redis.call('zscore', l, m[i])\n" \
+    "            if e and tonumber(e) > now then\n" \
+    "              q[#q + 1] = m[i]\n" \
+    "              q[#q + 1] = tonumber(m[i + 1])\n" \
+    "            end\n" \
+    "          end\n" \
+    "        end\n" \
+    "        out[#out + 1] = {b, 'q', redis.call('zcount', l, '(' .. now, '+inf'), q}\n" \
+    "        watch(b)\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "for a = 1, #ch, 1000 do\n" \
+    "  local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, math.min(a + 999, #ch)))\n" \
+    "  if type(s) == 'table' and not s.err then\n" \
+    "    for j = 2, #s, 2 do\n" \
+    "      if s[j] > 0 then\n" \
+    "        out[#out + 1] = {string.sub(s[j - 1], 1, #s[j - 1] - #rsuf), 's', s[j]}\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "return out\n"
 
 /* ---- fair queues (rl_queue.h) ----
  * A name's waiters in fair mode are queued on each node in two sorted sets
