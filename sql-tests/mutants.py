@@ -114,15 +114,16 @@ MUTANTS = {
     "release-no-compare": (
         "release (and cleanup) deletes the key without comparing the token",
         [("src/rl_scripts.h",
-          "\"if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) \"",
-          "\"if true then redis.call('del',KEYS[1]) \"")]),
+          "\"  if redis.call('get',KEYS[1]) == ARGV[1] then\\n\"",
+          "\"  if true then\\n\"")]),
     "extend-revives": (
         "extend re-creates an expired key (and the session no longer refuses an expired lock)",
         [("src/rl_scripts.h",
-          "\"if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end \" \\\n"
+          "\"if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end\\n\" \\\n"
           "    RL_LUA_LENGTHEN",
-          "\"local v = redis.call('get',KEYS[1]) if v and v ~= ARGV[1] then return 0 end \" "
-          "\"if not v then redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) end \" \\\n"
+          "\"local v = redis.call('get',KEYS[1])\\n\" "
+          "\"if v and v ~= ARGV[1] then return 0 end\\n\" "
+          "\"if not v then redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) end\\n\" \\\n"
           "    RL_LUA_LENGTHEN"),
          ("src/rl_session.c",
           "if (ours && left_ms(&s->held[i]) == 0) {",

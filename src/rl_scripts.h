@@ -53,23 +53,35 @@
 #define RL_TOKEN_SET_AT_TEXT "17"     /* RL_TOKEN_PUBLIC_LEN (rl_random.h), */
 #define RL_TOKEN_PUBLIC_LEN_TEXT "28" /* as checked in rl_lock_holder.c */
 #define RL_LUA_DETAILS_KEY \
-    "local function detailskey(p, t) if #t == " RL_TOKEN_LEN_TEXT " and not string.find(t, '[^0-9a-f]') then " \
-    "return p .. '" RL_CLIENT_DETAILS_TAG "' .. string.sub(t, 1, " RL_TOKEN_ID_LEN_TEXT ") end end "
+    "local function detailskey(p, t)\n" \
+    "  if #t == " RL_TOKEN_LEN_TEXT " and not string.find(t, '[^0-9a-f]') then\n" \
+    "    return p .. '" RL_CLIENT_DETAILS_TAG "' .. string.sub(t, 1, " RL_TOKEN_ID_LEN_TEXT ")\n" \
+    "  end\n" \
+    "end\n"
 /* tokdetails(p, v): the details value v (a token of ours) points to under
  * key prefix p, with the time of the acquisition from the token and the
  * kind "exclusive" after them, as rl_holder_parse reads them; or false. */
 #define RL_LUA_TOKEN_DETAILS \
     RL_LUA_IS_DETAILS RL_LUA_DETAILS_KEY \
-    "local function tokdetails(p, v) local dk = detailskey(p, v) if not dk then return false end " \
-    "local dv = redis.pcall('get', dk) if not isdetails(dv) then return false end " \
-    "return dv .. '\\31' .. string.format('%.0f', tonumber(string.sub(v, " RL_TOKEN_SET_AT_TEXT " + 1, " \
-    RL_TOKEN_PUBLIC_LEN_TEXT "), 16)) .. '\\31exclusive' end "
+    "local function tokdetails(p, v)\n" \
+    "  local dk = detailskey(p, v)\n" \
+    "  if not dk then return false end\n" \
+    "  local dv = redis.pcall('get', dk)\n" \
+    "  if not isdetails(dv) then return false end\n" \
+    "  return dv .. '\\31' .. string.format('%.0f',\n" \
+    "    tonumber(string.sub(v, " RL_TOKEN_SET_AT_TEXT " + 1, " RL_TOKEN_PUBLIC_LEN_TEXT "), 16))\n" \
+    "    .. '\\31exclusive'\n" \
+    "end\n"
 /* dkeep(dk, ms): details key dk (or nil) lives at least ms more, never
  * less, when it holds details. */
 #define RL_LUA_DETAILS_KEEP \
     RL_LUA_IS_DETAILS RL_LUA_DETAILS_KEY \
-    "local function dkeep(dk, ms) if dk and isdetails(redis.pcall('get', dk)) then " \
-    "local left = redis.call('pttl', dk) if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end end end "
+    "local function dkeep(dk, ms)\n" \
+    "  if dk and isdetails(redis.pcall('get', dk)) then\n" \
+    "    local left = redis.call('pttl', dk)\n" \
+    "    if left >= 0 and left < ms then redis.call('pexpire', dk, ms) end\n" \
+    "  end\n" \
+    "end\n"
 
 /* ourz(k): sorted set k is a shared lock of this extension, marked by its
  * member '' with a score of -1 or less (RL_LUA_SHARED_TIDY). A sorted set
@@ -131,18 +143,31 @@
  * details stay, RL_CLIENT_DETAILS_TAG.) Cleanups after a failed attempt
  * give no channel, so waiters do not wake each other for nothing. */
 #define RL_SCRIPT_RELEASE \
-    "local ty = redis.call('type',KEYS[1]).ok " \
-    "if ty == 'string' then " \
-    "if redis.call('get',KEYS[1]) == ARGV[1] then redis.call('del',KEYS[1]) " \
-    "if ARGV[2] then redis.pcall('publish',ARGV[2],'') end return 1 else return 0 end end " \
-    "if ty ~= 'zset' or ARGV[1] == '' then return 0 end " \
-    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
+    "local ty = redis.call('type',KEYS[1]).ok\n" \
+    "if ty == 'string' then\n" \
+    "  if redis.call('get',KEYS[1]) == ARGV[1] then\n" \
+    "    redis.call('del',KEYS[1])\n" \
+    "    if ARGV[2] then redis.pcall('publish',ARGV[2],'') end\n" \
+    "    return 1\n" \
+    "  else\n" \
+    "    return 0\n" \
+    "  end\n" \
+    "end\n" \
+    "if ty ~= 'zset' or ARGV[1] == '' then return 0 end\n" \
+    RL_LUA_OURS_ZSET \
+    "if not ourz(KEYS[1]) then return 0 end\n" \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
-    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
-    "if not sc then tidy() return 0 end " \
-    "redis.call('zrem',KEYS[1],ARGV[1]) if hok then redis.call('hdel',hk,redis.sha1hex(ARGV[1])) end tidy() " \
-    "if tonumber(sc) <= now then return 0 end " \
-    "if ARGV[2] then redis.pcall('publish',ARGV[2],'') end return 1"
+    "local sc = redis.call('zscore',KEYS[1],ARGV[1])\n" \
+    "if not sc then\n" \
+    "  tidy()\n" \
+    "  return 0\n" \
+    "end\n" \
+    "redis.call('zrem',KEYS[1],ARGV[1])\n" \
+    "if hok then redis.call('hdel',hk,redis.sha1hex(ARGV[1])) end\n" \
+    "tidy()\n" \
+    "if tonumber(sc) <= now then return 0 end\n" \
+    "if ARGV[2] then redis.pcall('publish',ARGV[2],'') end\n" \
+    "return 1\n"
 
 /* lengthen(k, t): key k lives at least t ms more; never less. An extend
  * only lengthens: a command sent with a token can be delivered late (a
@@ -186,47 +211,81 @@
  * node's clock when that is later; a holder limit other than ARGV[4] is an
  * error, since the votes needed depend on it. */
 #define RL_SCRIPT_EXTEND \
-    "local ty = redis.call('type',KEYS[1]).ok " \
-    "if ty == 'zset' then if ARGV[1] == '' then return 0 end " \
-    RL_LUA_OURS_ZSET "if not ourz(KEYS[1]) then return 0 end " \
+    "local ty = redis.call('type',KEYS[1]).ok\n" \
+    "if ty == 'zset' then\n" \
+    "  if ARGV[1] == '' then return 0 end\n" \
+    RL_LUA_OURS_ZSET \
+    "  if not ourz(KEYS[1]) then return 0 end\n" \
     RL_LUA_NOW RL_LUA_SHARED_TIDY \
-    "local sc = redis.call('zscore',KEYS[1],ARGV[1]) " \
-    "if not sc or tonumber(sc) <= now then tidy() return 0 end " \
-    "local lim = redis.call('zscore',KEYS[1],'') local k = lim and (-1 - tonumber(lim)) or 0 " \
-    "if k > 0 and tostring(k) ~= ARGV[4] then return redis.error_reply('this shared lock has max_holders ' " \
-    ".. k .. ': extend it with redlock_extend from the connection that holds it') end " \
-    "local at = now + tonumber(ARGV[2]) " \
-    "if at > tonumber(sc) then redis.call('zadd',KEYS[1],at,ARGV[1]) end tidy() return 1 end " \
-    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end " \
-    RL_LUA_LENGTHEN "local t = tonumber(ARGV[2]) lengthen(KEYS[1], t) " \
-    "if ARGV[3] then " RL_LUA_DETAILS_KEEP "dkeep(detailskey(ARGV[3], ARGV[1]), t) end " \
-    RL_LUA_STRETCH_FENCE "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end " \
-    "return 1"
+    "  local sc = redis.call('zscore',KEYS[1],ARGV[1])\n" \
+    "  if not sc or tonumber(sc) <= now then\n" \
+    "    tidy()\n" \
+    "    return 0\n" \
+    "  end\n" \
+    "  local lim = redis.call('zscore',KEYS[1],'')\n" \
+    "  local k = lim and (-1 - tonumber(lim)) or 0\n" \
+    "  if k > 0 and tostring(k) ~= ARGV[4] then\n" \
+    "    return redis.error_reply('this shared lock has max_holders '\n" \
+    "      .. k .. ': extend it with redlock_extend from the connection that holds it')\n" \
+    "  end\n" \
+    "  local at = now + tonumber(ARGV[2])\n" \
+    "  if at > tonumber(sc) then redis.call('zadd',KEYS[1],at,ARGV[1]) end\n" \
+    "  tidy()\n" \
+    "  return 1\n" \
+    "end\n" \
+    "if ty ~= 'string' or redis.call('get',KEYS[1]) ~= ARGV[1] then return 0 end\n" \
+    RL_LUA_LENGTHEN \
+    "local t = tonumber(ARGV[2])\n" \
+    "lengthen(KEYS[1], t)\n" \
+    "if ARGV[3] then\n" \
+    RL_LUA_DETAILS_KEEP \
+    "  dkeep(detailskey(ARGV[3], ARGV[1]), t)\n" \
+    "end\n" \
+    RL_LUA_STRETCH_FENCE \
+    "for i = 2, #KEYS do stretch(KEYS[i], ARGV[2]) end\n" \
+    "return 1\n"
 
-/* Many exclusive locks at once, as RL_SCRIPT_EXTEND does each: KEYS[1..n]
- * the lock keys, then (optional, as there) KEYS[n+1..2n] their fence counters
- * and the rest their fencing floors, each once (RL_LUA_STRETCH_FENCE; a
- * floor to the longest TTL given to a name);
+/* Many exclusive locks at once, each as RL_SCRIPT_EXTEND extends it.
+ * KEYS[1..n] lock keys, then (optional, as there) KEYS[n+1..2n] their
+ * fence counters and the rest their fencing floors, each once
+ * (RL_LUA_STRETCH_FENCE; a floor to the longest TTL given to a name);
  * ARGV[1..n] the tokens, ARGV[n+1..2n] the TTLs in ms, ARGV[2n+1] (when
  * given) the key prefix, for the holder details its tokens point to (each
- * once, RL_LUA_DETAILS_KEEP). An array of n
- * integers: 1 where that key held its own token and lives at least its TTL
- * (lengthened, never shortened, as RL_SCRIPT_EXTEND does), 0 where it is gone, not ours,
- * or not a string (a shared lock someone took on the name since: no error,
- * so the other keys of the call are still extended); never re-created.
- * Shared holds are not extended here (RL_SCRIPT_EXTEND does, one by one). */
+ * once, RL_LUA_DETAILS_KEEP).
+ * Answers an array of n integers: 1 where that key held its own token and
+ * lives at least its TTL (lengthened, never shortened), 0 where it is
+ * gone, not ours, or not a string (a shared lock someone took on the name
+ * since: no error, so the other keys are still extended); never
+ * re-created. Shared holds are not extended here (RL_SCRIPT_EXTEND does,
+ * one by one). */
 #define RL_SCRIPT_EXTEND_MANY \
     RL_LUA_DETAILS_KEEP RL_LUA_STRETCH_FENCE RL_LUA_LENGTHEN \
-    "local n = math.floor(#ARGV / 2) local f = #KEYS > n local pre = ARGV[2 * n + 1] local out, keep = {}, {} " \
-    "for i = 1, n do local t = tonumber(ARGV[n + i]) " \
-    "if redis.call('type',KEYS[i]).ok == 'string' and redis.call('get',KEYS[i]) == ARGV[i] then " \
-    "lengthen(KEYS[i], t) out[i] = 1 " \
-    "local dk = pre and detailskey(pre, ARGV[i]) if dk and (keep[dk] or 0) < t then keep[dk] = t end " \
-    "if f then stretch(KEYS[n + i], t) end " \
-    "else out[i] = 0 end end " \
-    "if f then local top = 0 for i = 1, n do if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end end " \
-    "for i = 2 * n + 1, #KEYS do stretch(KEYS[i], top) end end " \
-    "for dk, t in pairs(keep) do dkeep(dk, t) end return out"
+    "local n = math.floor(#ARGV / 2)\n" \
+    "local f = #KEYS > n\n" \
+    "local pre = ARGV[2 * n + 1]\n" \
+    "local out, keep = {}, {}\n" \
+    "for i = 1, n do\n" \
+    "  local t = tonumber(ARGV[n + i])\n" \
+    "  if redis.call('type',KEYS[i]).ok == 'string'\n" \
+    "      and redis.call('get',KEYS[i]) == ARGV[i] then\n" \
+    "    lengthen(KEYS[i], t)\n" \
+    "    out[i] = 1\n" \
+    "    local dk = pre and detailskey(pre, ARGV[i])\n" \
+    "    if dk and (keep[dk] or 0) < t then keep[dk] = t end\n" \
+    "    if f then stretch(KEYS[n + i], t) end\n" \
+    "  else\n" \
+    "    out[i] = 0\n" \
+    "  end\n" \
+    "end\n" \
+    "if f then\n" \
+    "  local top = 0\n" \
+    "  for i = 1, n do\n" \
+    "    if out[i] == 1 then top = math.max(top, tonumber(ARGV[n + i])) end\n" \
+    "  end\n" \
+    "  for i = 2 * n + 1, #KEYS do stretch(KEYS[i], top) end\n" \
+    "end\n" \
+    "for dk, t in pairs(keep) do dkeep(dk, t) end\n" \
+    "return out\n"
 
 /* Is the lock still ours, and for how long; reads only (the lock is
  * neither lengthened nor shortened).
@@ -563,47 +622,85 @@
     "end\n" \
     "return {1}\n"
 
-/* KEYS[1..n] lock keys; ARGV[1..n] the token each must hold (or ARGV[1]
- * alone: one token for all). Deletes each key that still holds its token
- * (the holder details its token points to stay, RL_CLIENT_DETAILS_TAG),
- * and takes each token's member out of each of
- * the names that is a shared lock of ours (RL_LUA_OURS_ZSET; the key goes
- * with its last holder, as RL_SCRIPT_RELEASE does),
- * and then tells the waiters on <key>:released (rl_wait.h) of the names
- * that have any (of every name, where the user may not run PUBSUB NUMSUB).
- * Telling is last and may fail (a user without rights on the channel):
- * the deletions stand and the answer is still theirs. Answers a string of n characters, '1' where the key was deleted
- * (or a live shared hold taken out), '0' where it was not ours. Batched as RL_SCRIPT_ACQUIRE_MANY. */
+/* Releases several names. KEYS[1..n] lock keys; ARGV[1..n] the token each
+ * must hold (or ARGV[1] alone: one token for all). Deletes each key that
+ * still holds its token (the holder details its token points to stay,
+ * RL_CLIENT_DETAILS_TAG), takes each token's member out of each name that
+ * is a shared lock of ours (RL_LUA_OURS_ZSET; the key goes with its last
+ * holder, as RL_SCRIPT_RELEASE does), then tells the waiters on
+ * <key>:released (rl_wait.h) of the names that have any (of every name,
+ * where the user may not run PUBSUB NUMSUB). Telling is last and may fail
+ * (a user without rights on the channel): the deletions stand.
+ * Answers a string of n characters: '1' where the key was deleted (or a
+ * live shared hold taken out), '0' where it was not ours. Batched as
+ * RL_SCRIPT_ACQUIRE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY \
     RL_LUA_OURS_ZSET RL_LUA_SHARED_OF \
-    "local out, del, zs = {}, {}, {} " \
-    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
-    "for j = 1, #v do local i = a + j - 1 local t = ARGV[i] or ARGV[1] " \
-    "if v[j] == t then out[i] = '1' del[#del + 1] = KEYS[i] " \
-    "else out[i] = '0' if v[j] == false and t ~= '' then zs[#zs + 1] = i end end end end " \
-    "local zch, now = {}, nil " \
-    "for _, i in ipairs(zs) do local k, t = KEYS[i], ARGV[i] or ARGV[1] " \
-    "if redis.call('type', k).ok == 'zset' and ourz(k) then " \
-    "if not now then local tm = redis.call('time') now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) end " \
-    "local zk, zok = holders_of(k) local sc = redis.call('zscore', k, t) " \
-    "if sc then redis.call('zrem', k, t) if zok then redis.call('hdel', zk, redis.sha1hex(t)) end end " \
-    "tidy_of(k, zk, zok, now) if sc and tonumber(sc) > now then out[i] = '1' zch[#zch + 1] = k .. ':released' end end end " \
-    "local ch = zch for i = 1, #del do ch[#ch + 1] = del[i] .. ':released' end " \
-    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "for a = 1, #ch, 1000 do local b = math.min(a + 999, #ch) local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b)) " \
-    "if s.err then for j = a, b do redis.pcall('publish', ch[j], '') end " \
-    "else for j = 2, #s, 2 do if s[j] > 0 then redis.pcall('publish', s[j - 1], '') end end end end " \
-    "return table.concat(out)"
+    "local out, del, zs = {}, {}, {}\n" \
+    "for a = 1, #KEYS, 1000 do\n" \
+    "  local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS)))\n" \
+    "  for j = 1, #v do\n" \
+    "    local i = a + j - 1\n" \
+    "    local t = ARGV[i] or ARGV[1]\n" \
+    "    if v[j] == t then\n" \
+    "      out[i] = '1'\n" \
+    "      del[#del + 1] = KEYS[i]\n" \
+    "    else\n" \
+    "      out[i] = '0'\n" \
+    "      if v[j] == false and t ~= '' then zs[#zs + 1] = i end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "local zch, now = {}, nil\n" \
+    "for _, i in ipairs(zs) do\n" \
+    "  local k, t = KEYS[i], ARGV[i] or ARGV[1]\n" \
+    "  if redis.call('type', k).ok == 'zset' and ourz(k) then\n" \
+    "    if not now then\n" \
+    "      local tm = redis.call('time')\n" \
+    "      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n" \
+    "    end\n" \
+    "    local zk, zok = holders_of(k)\n" \
+    "    local sc = redis.call('zscore', k, t)\n" \
+    "    if sc then\n" \
+    "      redis.call('zrem', k, t)\n" \
+    "      if zok then redis.call('hdel', zk, redis.sha1hex(t)) end\n" \
+    "    end\n" \
+    "    tidy_of(k, zk, zok, now)\n" \
+    "    if sc and tonumber(sc) > now then\n" \
+    "      out[i] = '1'\n" \
+    "      zch[#zch + 1] = k .. ':released'\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "local ch = zch\n" \
+    "for i = 1, #del do ch[#ch + 1] = del[i] .. ':released' end\n" \
+    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end\n" \
+    "for a = 1, #ch, 1000 do\n" \
+    "  local b = math.min(a + 999, #ch)\n" \
+    "  local s = redis.pcall('pubsub', 'numsub', unpack(ch, a, b))\n" \
+    "  if s.err then\n" \
+    "    for j = a, b do redis.pcall('publish', ch[j], '') end\n" \
+    "  else\n" \
+    "    for j = 2, #s, 2 do\n" \
+    "      if s[j] > 0 then redis.pcall('publish', s[j - 1], '') end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "return table.concat(out)\n"
 
 /* The cleanup after a failed attempt at several names: KEYS[1..n] lock
  * keys, ARGV[1] token. Deletes each key that still holds the token, tells
  * nobody, and answers how many keys it deleted. */
 #define RL_SCRIPT_CLEANUP_MANY \
-    "local del = {} " \
-    "for a = 1, #KEYS, 1000 do local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS))) " \
-    "for j = 1, #v do if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end end end " \
-    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end " \
-    "return #del"
+    "local del = {}\n" \
+    "for a = 1, #KEYS, 1000 do\n" \
+    "  local v = redis.call('mget', unpack(KEYS, a, math.min(a + 999, #KEYS)))\n" \
+    "  for j = 1, #v do\n" \
+    "    if v[j] == ARGV[1] then del[#del + 1] = KEYS[a + j - 1] end\n" \
+    "  end\n" \
+    "end\n" \
+    "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end\n" \
+    "return #del\n"
 
 /* A connection's holder details (RL_CLIENT_DETAILS_TAG, rl_lock_holder.c):
  * KEYS[1] its details key, ARGV[1] the details, ARGV[2] ms. They are set
@@ -613,9 +710,13 @@
  * then it is left as it is and the answer is 0; else 1. */
 #define RL_SCRIPT_DETAILS_PUT \
     RL_LUA_IS_DETAILS \
-    "local v = redis.pcall('get', KEYS[1]) if v and not isdetails(v) then return 0 end " \
-    "local t = tonumber(ARGV[2]) local p = redis.call('pttl', KEYS[1]) if p > t then t = p end " \
-    "redis.call('set', KEYS[1], ARGV[1], 'PX', t) return 1"
+    "local v = redis.pcall('get', KEYS[1])\n" \
+    "if v and not isdetails(v) then return 0 end\n" \
+    "local t = tonumber(ARGV[2])\n" \
+    "local p = redis.call('pttl', KEYS[1])\n" \
+    "if p > t then t = p end\n" \
+    "redis.call('set', KEYS[1], ARGV[1], 'PX', t)\n" \
+    "return 1\n"
 
 /* Who holds a name: KEYS[1] lock key; ARGV[1] the most shared holders to
  * list, ARGV[2] the key prefix. Returns {pttl of the lock key, an identity
@@ -629,17 +730,35 @@
  * of its token, the ms it has left on the node's clock and its details}. */
 #define RL_SCRIPT_HOLDER_READ \
     RL_LUA_OURS_ZSET \
-    "local t = redis.call('type',KEYS[1]).ok local id = t local d = false local l = {} " \
-    "if t == 'zset' and not ourz(KEYS[1]) then id = 'zset-other' end " \
-    "if t == 'string' then local v = redis.call('get',KEYS[1]) id = redis.sha1hex(v) " \
-    RL_LUA_TOKEN_DETAILS "d = tokdetails(ARGV[2], v) " \
-    "elseif t == 'zset' and ourz(KEYS[1]) then " RL_LUA_NOW "d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf')) " \
-    "local hk = KEYS[1] .. ':holders' " \
-    "if redis.call('type',hk).ok == 'hash' then " \
-    "local m = redis.call('zrangebyscore',KEYS[1],'(' .. now,'+inf','withscores','limit',0,tonumber(ARGV[1])) " \
-    "for i = 1, #m, 2 do local f = redis.sha1hex(m[i]) local v = redis.call('hget',hk,f) " \
-    "if v then l[#l + 1] = f l[#l + 1] = tonumber(m[i + 1]) - now l[#l + 1] = v end end end end " \
-    "return {redis.call('pttl',KEYS[1]), id, d, l}"
+    "local t = redis.call('type',KEYS[1]).ok\n" \
+    "local id = t\n" \
+    "local d = false\n" \
+    "local l = {}\n" \
+    "if t == 'zset' and not ourz(KEYS[1]) then id = 'zset-other' end\n" \
+    "if t == 'string' then\n" \
+    "  local v = redis.call('get',KEYS[1])\n" \
+    "  id = redis.sha1hex(v)\n" \
+    RL_LUA_TOKEN_DETAILS \
+    "  d = tokdetails(ARGV[2], v)\n" \
+    "elseif t == 'zset' and ourz(KEYS[1]) then\n" \
+    RL_LUA_NOW \
+    "  d = tostring(redis.call('zcount',KEYS[1],'(' .. now,'+inf'))\n" \
+    "  local hk = KEYS[1] .. ':holders'\n" \
+    "  if redis.call('type',hk).ok == 'hash' then\n" \
+    "    local m = redis.call('zrangebyscore',KEYS[1],'(' .. now,'+inf',\n" \
+    "      'withscores','limit',0,tonumber(ARGV[1]))\n" \
+    "    for i = 1, #m, 2 do\n" \
+    "      local f = redis.sha1hex(m[i])\n" \
+    "      local v = redis.call('hget',hk,f)\n" \
+    "      if v then\n" \
+    "        l[#l + 1] = f\n" \
+    "        l[#l + 1] = tonumber(m[i + 1]) - now\n" \
+    "        l[#l + 1] = v\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n" \
+    "return {redis.call('pttl',KEYS[1]), id, d, l}\n"
 
 /* One step of the fleet read (rl_fleet.h), changing nothing: ARGV[1] the
  * SCAN cursor, ARGV[2] its MATCH pattern (the key prefix, escaped, then
@@ -927,11 +1046,18 @@
  * KEYS[1] and ARGV[1] as there and without a channel, then, when it
  * gave the lock back, the next waiters of the name's queue are told
  * (RL_LUA_QUEUE's qwake: on their own channels, or on <key>:released
- * when the name has no queue). */
+ * when the name has no queue). Answers as RL_SCRIPT_RELEASE. */
 #define RL_SCRIPT_RELEASE_FAIR \
-    RL_LUA_QUEUE "local function release() " RL_SCRIPT_RELEASE " end local done = release() " \
-    "if done == 1 then local tq = redis.call('time') " \
-    "qwake(KEYS[1], KEYS[1] .. '" RL_QUEUE_SUFFIX "', KEYS[1] .. '" RL_QUEUE_LEASE_SUFFIX "', " \
-    "tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000)) end return done"
+    RL_LUA_QUEUE \
+    "local function release()\n" \
+    RL_SCRIPT_RELEASE \
+    "end\n" \
+    "local done = release()\n" \
+    "if done == 1 then\n" \
+    "  local tq = redis.call('time')\n" \
+    "  qwake(KEYS[1], KEYS[1] .. '" RL_QUEUE_SUFFIX "', KEYS[1] .. '" RL_QUEUE_LEASE_SUFFIX "',\n" \
+    "    tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000))\n" \
+    "end\n" \
+    "return done\n"
 
 #endif
