@@ -164,27 +164,8 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
     if (woken && got_some) d = rl_random_between(0, 5000);
     if (d < 0) d = 0;
     if (now + d > deadline) d = deadline - now;
-    /* Until d has passed or a whole release message came: bytes that are
-     * only part of one end a wait early, and must not end the pause. */
-    int64_t until = now + d;
-    woken = 0;
-    for (;;) {
-        int64_t t = rl_now_us(), end = until;
-        if (woken) {
-            if (rl_wait_take_early(c, t)) break;
-            if (c->wake_filled_us + RL_WAKE_GAP_US < end) end = c->wake_filled_us + RL_WAKE_GAP_US;
-        }
-        if (t >= end) {
-            if (end < until) continue; /* an early attempt is due: take it */
-            break;
-        }
-        int w = rl_wait_for_release(c, key, keylen, end - t); /* drops c->mu while it waits */
-        if (w < 0) {
-            woken = -1;
-            break;
-        }
-        woken |= w;
-    }
+    /* Until d has passed or a whole release message came. */
+    woken = rl_wait_pause(c, key, keylen, 0, now + d);
     if (woken < 0) {
         /* Every failed attempt is cleaned up before the pause: nothing is held. */
         finish(out, RL_INTERRUPTED, "gave up after %d attempts; no lock taken", out->attempts);
@@ -417,12 +398,9 @@ rl_status rl_lock_acquire(rl_client *c, const char *res, size_t reslen, int64_t 
     if (no_queue) finish(out, RL_NOMEM, "out of memory");
     else if (q.on) deadline = rl_now_us() + wait_ms * 1000; /* counted from the first turn */
     for (; !no_queue;) {
-        if (!rl_queue_may_try(c, &q, votes)) {
-            if (rl_lock_queue_wait(c, &q, deadline, out) < 0) break;
-            continue;
-        }
-        out->attempts++;
-        if (rl_lock_new_token(c, 0, token, out) != RL_OK) break;
+        int turn = rl_lock_turn(c, &q, votes, deadline, token, out);
+        if (turn < 0) break;
+        if (turn == 0) continue;
         int64_t fence_ttl = rl_lock_fence_ttl_ms(c, ttl_ms);
         char ttl[RL_DECIMAL_MAX], fttl[RL_DECIMAL_MAX]; /* both checked whole numbers >= 0 */
         size_t ttllen = rl_resp_decimal(ttl, (unsigned long long)ttl_ms);
@@ -520,6 +498,13 @@ int rl_lock_queue_wait(rl_client *c, rl_queue *q, int64_t deadline, rl_outcome *
         return -1;
     }
     return w;
+}
+
+int rl_lock_turn(rl_client *c, rl_queue *q, rl_vote *votes, int64_t deadline, char token[RL_TOKEN_LEN + 1],
+                 rl_outcome *out) {
+    if (!rl_queue_may_try(c, q, votes)) return rl_lock_queue_wait(c, q, deadline, out) < 0 ? -1 : 0;
+    out->attempts++;
+    return rl_lock_new_token(c, 0, token, out) == RL_OK ? 1 : -1;
 }
 
 /* Whether s (len bytes) is what INCR leaves in a key: a decimal integer. */

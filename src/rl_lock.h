@@ -176,12 +176,20 @@ int rl_lock_pause(rl_client *c, const char *key, size_t keylen, int *subscribed,
                   int64_t deadline, rl_outcome *out);
 
 struct rl_queue;
+struct rl_vote;
 
 /* The pause of a fair waiter (rl_queue.h), until deadline at most, as
  * rl_lock_pause: 1 when a message on its channel woke it, 0 when its next
  * turn is due, -1 when the acquire must stop (out says why: wait_ms ran
  * out, interrupted, the node list changed). Caller holds c->mu. */
 int rl_lock_queue_wait(rl_client *c, struct rl_queue *q, int64_t deadline, rl_outcome *out);
+
+/* One turn of a waiting acquire's loop, for rl_lock and rl_shared: waits
+ * in the fair queue q until this waiter may try (0: go round again), then
+ * counts the attempt and draws its token (1: try); -1: stop, out says
+ * why. Caller holds c->mu. */
+int rl_lock_turn(rl_client *c, struct rl_queue *q, struct rl_vote *votes, int64_t deadline,
+                 char token[RL_TOKEN_LEN + 1], rl_outcome *out);
 
 /* Sets out->nodes and out->quorum; RL_OK, or RL_MISUSE with out->msg when
  * no node is configured or unsafe_test_quorum exceeds the nodes. */

@@ -120,23 +120,8 @@ int rl_queue_pause(rl_client *c, rl_queue *q, int64_t now, int64_t deadline) {
     }
     if (d < 0) d = 0;
     if (now + d > deadline) d = deadline - now;
-    int64_t until = now + d;
-    int woken = 0;
-    for (;;) {
-        int64_t t = rl_now_us(), end = until;
-        if (woken) {
-            if (rl_wait_take_early(c, t)) break;
-            if (c->wake_filled_us + RL_WAKE_GAP_US < end) end = c->wake_filled_us + RL_WAKE_GAP_US;
-        }
-        if (t >= end) {
-            if (end < until) continue; /* an early attempt is due: take it */
-            break;
-        }
-        /* drops c->mu while it waits */
-        int w = rl_wait_for_channel(c, q->chan, q->chanlen, end - t);
-        if (w < 0) return -1;
-        woken |= w;
-    }
+    int woken = rl_wait_pause(c, q->chan, q->chanlen, 1, now + d); /* drops c->mu while it waits */
+    if (woken < 0) return -1;
     /* A waiter woken behind the head takes its turn now: the head may have
      * left, or have handed the lock on. */
     return woken;

@@ -130,12 +130,9 @@ rl_status rl_shared_acquire(rl_client *c, const char *res, size_t reslen, int64_
     int no_queue = rl_queue_start(c, &q, k.key, k.keylen, 1, wait_ms) != 0;
     if (no_queue) finish(out, RL_NOMEM, "out of memory");
     for (; !no_queue;) {
-        if (!rl_queue_may_try(c, &q, votes)) {
-            if (rl_lock_queue_wait(c, &q, deadline, out) < 0) break;
-            continue;
-        }
-        out->attempts++;
-        if (rl_lock_new_token(c, 0, token, out) != RL_OK) break;
+        int turn = rl_lock_turn(c, &q, votes, deadline, token, out);
+        if (turn < 0) break;
+        if (turn == 0) continue;
         const char *argv[] = {"EVAL", RL_SCRIPT_ACQUIRE_SHARED, "2", k.key, k.mark, token, ttl, lim, details};
         size_t lens[] = {4, sizeof RL_SCRIPT_ACQUIRE_SHARED - 1, 1, k.keylen, k.marklen, RL_TOKEN_LEN, strlen(ttl),
                          strlen(lim), dlen};

@@ -284,6 +284,25 @@ int rl_wait_take_early(rl_client *c, int64_t t) {
     return 1;
 }
 
+int rl_wait_pause(rl_client *c, const char *name, size_t len, int own, int64_t until_us) {
+    int woken = 0;
+    for (;;) {
+        int64_t t = rl_now_us(), end = until_us;
+        if (woken) {
+            if (rl_wait_take_early(c, t)) break;
+            if (c->wake_filled_us + RL_WAKE_GAP_US < end) end = c->wake_filled_us + RL_WAKE_GAP_US;
+        }
+        if (t >= end) {
+            if (end < until_us) continue; /* an early attempt is due: take it */
+            break;
+        }
+        int w = wait_for(c, name, len, own, end - t);
+        if (w < 0) return -1;
+        woken |= w;
+    }
+    return woken;
+}
+
 void rl_wait_unsubscribe(rl_client *c) {
     for (int i = 0; i < c->n; i++) {
         rl_node *node = c->nodes[i];

@@ -49,6 +49,16 @@ int rl_wait_for_channel(rl_client *c, const char *chan, size_t chanlen, int64_t 
 #define RL_WAKE_GAP_US 2000
 int rl_wait_take_early(rl_client *c, int64_t t);
 
+/* A waiting acquire's pause until until_us, ended early by a whole
+ * wake-up message when an early attempt is left to take
+ * (rl_wait_take_early): on key's release channels (own 0,
+ * rl_wait_for_release), or on a fair waiter's own channel (own 1,
+ * rl_wait_for_channel). Bytes that are only part of a message end a wait
+ * early and must not end the pause. Drops c->mu while it waits. Returns 1
+ * when woken, 0 when the pause ran out, -1 when the client's cancel
+ * callback said stop. */
+int rl_wait_pause(rl_client *c, const char *name, size_t len, int own, int64_t until_us);
+
 /* Unsubscribes every node without waiting. Caller holds c->mu. */
 void rl_wait_unsubscribe(rl_client *c);
 
