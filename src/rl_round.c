@@ -228,14 +228,16 @@ static void on_reply(rl_client *c, rl_round *r, uint64_t op, int i, const rl_tag
             else if (state == RL_V_NO) RL_COUNT(node->stats.no);
             else RL_COUNT(node->stats.errors);
         }
-        /* last_error keeps the AUTH/SELECT failure, or the standing reason:
-         * what a late answer says of a node whose votes do not count (an
-         * error of the cleanup of a call refused for an ACL) is no news. */
+        /* last_error keeps the AUTH/SELECT failure, and a refused node's
+         * reason: what a late answer says of it (an error of the cleanup
+         * of a call refused for an ACL) is no news. Other late errors are
+         * what the node said last, as in a round (a replica's READONLY);
+         * a good late answer wipes no standing reason. */
         if (node->auth_failed) return;
-        if (!keeps_reason(c, node)) {
-            if (state == RL_V_FAIL) snprintf(node->last_error, sizeof node->last_error, "%s", why);
-            else node->last_error[0] = '\0';
-        }
+        if (state == RL_V_FAIL && !rl_client_node_refused(c, node))
+            snprintf(node->last_error, sizeof node->last_error, "%s", why);
+        else if (state != RL_V_FAIL && !keeps_reason(c, node))
+            node->last_error[0] = '\0';
         if (state == RL_V_YES && tag->kind == RL_K_ACQUIRE_FENCED) rl_fence_late_yes(c, node, tag->op, value);
         return;
     }
