@@ -75,9 +75,16 @@ _live_lock = threading.Lock()
 _reason = []                 # cached skip reason ("" when usable)
 
 
+# The environment of the tools and servers started here: without a
+# sanitizer run's preload, which they are not built for (LeakSanitizer
+# fails `ip` at its exit on leaks of its own).
+_PLAIN_ENV = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                                                "LSAN_OPTIONS")}
+
+
 def _ip(*args, check=True, input=None, ns=None):
     argv = [IP] + (["-n", ns] if ns else []) + list(args)
-    r = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=30)
+    r = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=30, env=_PLAIN_ENV)
     if check and r.returncode != 0:
         raise RuntimeError("netns: %s failed: %s" % (" ".join(argv), (r.stderr or r.stdout).strip()))
     return r
@@ -230,7 +237,7 @@ class Node:
                 "--daemonize", "no", "--dir", self.dir, "--logfile", os.path.join(self.dir, "log")]
         argv += list(self.net.redis_args)
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, cwd=self.dir,
+                                     stderr=subprocess.DEVNULL, cwd=self.dir, env=_PLAIN_ENV,
                                      preexec_fn=_die_with_parent)
 
     def wait_ready(self, timeout=10.0):
@@ -409,7 +416,7 @@ class Net:
         queues (not yet acknowledged by the node): 0 once everything it
         sent has arrived."""
         r = subprocess.run([IP, "netns", "exec", self.clients[i].ns, SS, "-tnH", "dst", node_addr(i, j)],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=30, env=_PLAIN_ENV)
         total = 0
         for line in r.stdout.splitlines():
             f = line.split()

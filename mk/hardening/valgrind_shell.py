@@ -157,9 +157,9 @@ SELECT 'url:' || count(*) FROM redlock_nodes WHERE url LIKE 'redis://%%';
 
     def check(out, err):
         got = lines(out)
-        for want in ("version:1", "nodes:3", "acquire:32", "locks:1", "validity:1", "extend:1",
-                     "release:1", "again:null", "held:null", "other:0", "lock:32", "fence:1",
-                     "all:1", "prefix:vgp:", "prefixed:32", "state:up,up,up", "url:3"):
+        for want in ("version:1", "nodes:3", "acquire:60", "locks:1", "validity:1", "extend:1",
+                     "release:1", "again:null", "held:null", "other:0", "lock:60", "fence:1",
+                     "all:1", "prefix:vgp:", "prefixed:60", "state:up,up,up", "url:3"):
             need(want in got, "expected %r in the output %r (stderr %r)" % (want, got, err))
         for n in c:
             need(n.get("vg-held") == HELD_BY_OTHER, "someone else's lock was touched on %s" % n.addr)
@@ -174,7 +174,7 @@ def sc_close_with_held_locks(c):
 
     def check(out, err):
         eq = lines(out)
-        need(eq.count("32") == 6, "six tokens expected, got %r (stderr %r)" % (eq, err))
+        need(eq.count("60") == 6, "six tokens expected, got %r (stderr %r)" % (eq, err))
         for n in c:
             left = [k for k in n.keys("vg-close-*") if not k.endswith(":fence")]
             need(not left, "keys left on %s after the shell closed: %r" % (n.addr, left))
@@ -191,7 +191,7 @@ SELECT 'down:' || group_concat(state, ',') FROM redlock_nodes WHERE last_error I
 
     def check(out, err):
         got = lines(out)
-        for want in ("minority-dead:32", "release:1"):
+        for want in ("minority-dead:60", "release:1"):
             need(want in got, "expected %r in %r (stderr %r)" % (want, got, err))
         need(any(l.startswith("down:") and "down" in l for l in got), "the dead node is not shown down: %r" % got)
     return sql, c, 0, check
@@ -227,7 +227,7 @@ SELECT 'acquire2:' || length(redlock_acquire('vg-s2', 10000));""", None)]
 
     def check(out, err):
         got = lines(out)
-        for want in ("warm:321", "acquire:32", "release:1", "state:down", "acquire2:32"):
+        for want in ("warm:601", "acquire:60", "release:1", "state:down", "acquire2:60"):
             need(want in got, "expected %r in %r (stderr %r)" % (want, got, err))
     return steps, c, 0, check
 
@@ -251,7 +251,7 @@ SELECT 'back:' || length(redlock_acquire('vg-p3', 10000));""", None)]
 
     def check(out, err):
         got = lines(out)
-        for want in ("warm:321", "late:32", "release:1", "reset:32", "back:32"):
+        for want in ("warm:601", "late:60", "release:1", "reset:60", "back:60"):
             need(want in got, "expected %r in %r (stderr %r)" % (want, got, err))
     return steps, [proxy.url, c[1], c[2]], 0, check
 
@@ -316,7 +316,7 @@ SELECT 'wrong:' || coalesce(redlock_acquire('vg-auth2', 10000), 'null');
 """ % node.port
 
     def check(out, err):
-        need("ok:32" in lines(out), "acquire with the right password: %r %r" % (out, err))
+        need("ok:60" in lines(out), "acquire with the right password: %r %r" % (out, err))
         need("redlock: " in err and "wrong-secret" not in err and "vg-secret" not in err,
              "wrong password: %r" % err)
         need(not node.cmd("EXISTS", "vg-auth2"), "a lock was taken with a wrong password")
@@ -345,7 +345,7 @@ def sc_tls(_c):
 
     def check(out, err):
         ls = lines(out)
-        need("ok:32" in ls and "rel:1" in ls, "acquire and release over TLS: %r %r" % (out, err))
+        need("ok:60" in ls and "rel:1" in ls, "acquire and release over TLS: %r %r" % (out, err))
         need("ext2:1" in ls, "extend after the reconnection: %r %r" % (out, err))
         need(any(x.startswith("resumed:") and x != "resumed:0" for x in ls), "no resumed session: %r" % out)
         need("IP address mismatch" in err and "No such file" in err, "TLS errors: %r" % err)
