@@ -49,6 +49,7 @@ import random
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,23 @@ def run_long_enough(attempt, seconds):
                         for p in problems):
         problems, res = attempt(seconds * 3)
     return problems, res
+
+
+def scratch(prefix):
+    """The scratch of a run whose workers get orders over a datagram socket
+    (the partition checkers): a new directory d, the shared counter (holding
+    0), the marker's path, a new fence store, and the controller's socket
+    bound at d/control. Returns (d, counter, marker, fence_db, ctl,
+    ctl_path); the caller closes ctl and removes d."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    counter, marker, fence_db = (os.path.join(d, x) for x in ("counter", "marker", "fences.db"))
+    fence_store.Store.create(fence_db)
+    with open(counter, "w") as f:
+        f.write("0\n")
+    ctl_path = os.path.join(d, "control")
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ctl.bind(ctl_path)
+    return d, counter, marker, fence_db, ctl, ctl_path
 
 
 def start_workers(procs, seconds, what, timeout=60.0):

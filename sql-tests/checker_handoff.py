@@ -43,10 +43,8 @@ import os
 import random
 import select
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -194,14 +192,7 @@ def run(seconds=10.0, workers=4, ttl_ms=TTL_MS, long_ms=LONG_MS, handoff_p=0.6, 
         flap=True, seed=None):
     """One run; returns a HandoffResult. unittest.SkipTest without root."""
     netns.require()
-    d = tempfile.mkdtemp(prefix="redlock-handoff-")
-    counter, marker, fence_db = (os.path.join(d, x) for x in ("counter", "marker", "fences.db"))
-    fence_store.Store.create(fence_db)
-    with open(counter, "w") as f:
-        f.write("0\n")
-    ctl_path = os.path.join(d, "control")
-    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    ctl.bind(ctl_path)
+    d, counter, marker, fence_db, ctl, ctl_path = checker.scratch("redlock-handoff-")
     procs, stop, threads = [], threading.Event(), []
     try:
         with netns.Net(nodes=3, clients=workers) as net:
