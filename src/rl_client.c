@@ -548,7 +548,8 @@ const char *rl_client_node_unfit(const rl_client *c, const rl_node *node) {
         return "evicting";
     /* Its user may not run a command the scripts need (a replica or a
      * Sentinel is kept out by its ROLE, the reason it shows). */
-    rl_acl_mask needed = rl_acl_needed((int)c->set.fencing, (int)c->set.holder_info);
-    if (!node->is_replica && (node->acl_missing & needed)) return "refused";
+    if (!node->is_replica && node->acl_missing &&
+        (node->acl_missing & rl_acl_needed((int)c->set.fencing, (int)c->set.holder_info)))
+        return "refused";
     return NULL;
 }
