@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import select
 import shutil
 import signal
@@ -222,23 +223,29 @@ class Bench:
                 r = {"error": "the gap timer wrote no figures"}
         return r
 
-    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=(), gaps=False, urls=None,
-             split=False, seconds=None):
+    def ours_cmd(self, nodes, fencing, tls=False, shared=False, ext=EXT, settings=(), urls=None, split=False,
+                 seconds=None):
         urls = urls or ",".join(n.tls_url if tls else n.url for n in nodes)
         seconds = seconds or self.a.seconds
-        cmd = self.wrap + ([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
-                            str(seconds)] + (["shared"] if shared else []) + (["split"] if split else []) +
-                           list(settings))
+        return self.wrap + ([os.path.join(self.build, "driver"), "cycles", ext, urls, str(fencing), prefix("sql"),
+                             str(seconds)] + (["shared"] if shared else []) + (["split"] if split else []) +
+                            list(settings))
+
+    def bare_cmd(self, nodes, fencing, quorum=False, seconds=None):
+        return self.wrap + [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing),
+                            prefix("bare"), str(seconds or self.a.seconds)] + (["quorum"] if quorum else [])
+
+    def ours(self, nodes, fencing, tls=False, live=None, shared=False, ext=EXT, settings=(), gaps=False, urls=None,
+             split=False, seconds=None):
+        seconds = seconds or self.a.seconds
+        cmd = self.ours_cmd(nodes, fencing, tls, shared, ext, settings, urls, split, seconds)
         timeout = seconds * 6 + 30
         if gaps:
             return self.timed_gaps(cmd, timeout)
         return self.with_server_cpu(live or nodes, 300, lambda: run_json(cmd, timeout=timeout))
 
     def bare(self, nodes, fencing, quorum=False, gaps=False):
-        cmd = self.wrap + [os.path.join(self.build, "bare"), ",".join(n.hostport for n in nodes), str(fencing),
-                           prefix("bare"), str(self.a.seconds)]
-        if quorum:
-            cmd.append("quorum")
+        cmd = self.bare_cmd(nodes, fencing, quorum)
         timeout = self.a.seconds * 3 + 20
         if gaps:
             return self.timed_gaps(cmd, timeout)
@@ -345,6 +352,8 @@ def cycles_healthy(b, nodes, reps, counts=(1, 3, 5), label="healthy"):
     for fencing in (1, 0):
         for n in counts:
             todo = [("ours", lambda: b.ours(nodes[:n], fencing)), ("bare", lambda: b.bare(nodes[:n], fencing))]
+            if fencing:  # the A/A control: ours against itself, how far noise alone moves a ratio
+                todo.append(("again", lambda: b.ours(nodes[:n], fencing)))
             if n > 1:
                 todo.append(("bareq", lambda: b.bare(nodes[:n], fencing, quorum=True)))
             if fencing == 0:
@@ -489,6 +498,57 @@ def cycles_gaps(b, nodes, reps):
         res[fencing] = {k: summary(v) for k, v in runs.items() if v}
     print("bench: time from a reply to the next request: done", flush=True)
     return res
+
+
+def instruction_counts(b, nodes, counts=(1, 3)):
+    """User-space instructions per cycle of ours (SQLite included) and of
+    the bare client at a quorum, fencing on, counted by valgrind
+    (cachegrind, no cache simulation): the difference of a short and a
+    longer run over the difference of their cycles, so set-up and warm-up
+    cancel out. Unlike seconds, the count does not move with other load.
+    {n: {"ours": instr, "bareq": instr}} or None without valgrind."""
+    vg = shutil.which("valgrind")
+    if not vg:
+        return None
+    res = {}
+    for n in counts:
+        res[n] = {}
+        for name in ("ours", "bareq"):
+            pts = []
+            for secs in (0.5, 1.5):
+                if name == "ours":
+                    cmd = b.ours_cmd(nodes[:n], 1, seconds=secs)
+                else:
+                    cmd = b.bare_cmd(nodes[:n], 1, quorum=n > 1, seconds=secs)
+                cmd = [vg, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"] + cmd
+                p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=120)
+                m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
+                try:
+                    pts.append((json.loads(p.stdout.strip().splitlines()[-1])["cycles"],
+                                int(m.group(1).replace(",", ""))))
+                except (ValueError, IndexError, KeyError, AttributeError):
+                    pts = []
+                    break
+            if len(pts) == 2 and pts[1][0] > pts[0][0]:
+                res[n][name] = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
+        print("bench: instruction counts, %d node(s): done" % n, flush=True)
+    return res
+
+
+def instruction_lines(ic, targets):
+    L = ["User-space instructions per cycle, fencing on (valgrind --tool=cachegrind; a longer run less a shorter "
+         "one, so set-up cancels out): ours includes SQLite's own work for the statement; other load does not "
+         "move these counts"]
+    for n, r in sorted(ic.items()):
+        o, q = r.get("ours"), r.get("bareq")
+        rat = o / q if o and q else None
+        L.append("  %-38s %5d %9s   bare hiredis%s %s   ratio %s" % (
+            "ours (redlock.so in SQLite)", n, fmt(o, "%9.0f"), " at a quorum" if n > 1 else "", fmt(q, "%.0f"),
+            fmt(rat, "%.3f")))
+        if rat is not None:
+            targets.append(("fencing on, %d node(s): instructions/cycle ours/bare%s" % (n, "-q" if n > 1 else ""),
+                            "%.3f  no target: what the client code costs, free of noise" % rat))
+    return L
 
 
 def gap_lines(gaps):
@@ -1175,6 +1235,12 @@ def healthy_lines(healthy, counts, targets, b, peer_v, tag=""):
                 L.append(row("bare hiredis, goes on at a quorum", n, bq, prtxt(pr_q, "ours/bare-q"), tgt_q))
             else:
                 L.append(row("bare hiredis", n, bare, prtxt(pr_q, "ours/bare"), tgt_q))
+            if hh.get("again"):
+                pr_aa = per_run(runs["ours"], runs["again"])
+                L.append(row("ours again (A/A control: noise alone)", n, hh["again"], prtxt(pr_aa, "ours/ours")))
+                if pr_aa:
+                    targets.append(("%s: A/A control, ours/ours cycles/s" % where,
+                                    "%.3f (%.3f-%.3f, %d runs)  no target: the noise of this row's ratios" % pr_aa))
             if nh:
                 pr_h = per_run(runs["ours"], runs["noholder"])
                 tgt_h = run_target(targets, "holder_info on/off, %d node(s): cycles/s" % n, pr_h, 0.95)
@@ -1212,13 +1278,13 @@ def main():
     ap.add_argument("--keep-seconds", type=float, default=20.0, help="how long the keep-alive row keeps them (quick: 10)")
     ap.add_argument("--growth-only", action="store_true", help="run only the growth tables (nodes, connections)")
     ap.add_argument("--keep-only", action="store_true", help="run only the keep-alive rows (locks kept alive, connections with auto-extension)")
-    ap.add_argument("--only", default="healthy,pinned,latency,gaps,shared,tls,hung,ops,handoff,queue,memory,keep,growth,many",
-                    help="comma-separated parts to run: healthy, pinned, latency, gaps, shared, tls, hung, ops, "
+    ap.add_argument("--only", default="healthy,pinned,latency,gaps,instr,shared,tls,hung,ops,handoff,queue,memory,keep,growth,many",
+                    help="comma-separated parts to run: healthy, pinned, latency, gaps, instr, shared, tls, hung, ops, "
                          "handoff, queue (fair queues against the default waiting at 4, 24 and 64 waiters), "
                          "memory, keep, growth, many (default: all; pinned: the fencing-off rows with the "
                          "nodes and the client on different CPUs; latency: nodes behind delay proxies; "
                          "gaps: the client's time from a reply to its next request, "
-                         "ours and bare; ops: holder details and statistics; keep: locks kept alive "
+                         "ours and bare; instr: their instructions per cycle (valgrind); ops: holder details and statistics; keep: locks kept alive "
                          "and connections with auto-extension; growth: cost with nodes and connections; many "
                          "alone runs the acquire_many rows on 3 nodes)")
     ap.add_argument("--nodes", default="1,3,5", help="node counts of the healthy rows (default 1,3,5)")
@@ -1228,8 +1294,8 @@ def main():
         parts = {"growth"}
     if a.keep_only:
         parts = {"keep"}
-    bad = parts - {"healthy", "pinned", "latency", "gaps", "shared", "tls", "hung", "ops", "handoff", "queue", "memory",
-                   "keep", "growth", "many"}
+    bad = parts - {"healthy", "pinned", "latency", "gaps", "instr", "shared", "tls", "hung", "ops", "handoff",
+                   "queue", "memory", "keep", "growth", "many"}
     if bad:
         raise SystemExit("bench: unknown part(s) in --only: %s" % ", ".join(sorted(bad)))
     if parts == {"many"}:
@@ -1290,6 +1356,7 @@ def main():
     pin = pinned(b, nodes, a.reps, tuple(x for x in counts if x < 5)) if "pinned" in parts else {}
     lat = latency(b, nodes, min(a.info_reps, 3), a.latency_seconds) if "latency" in parts else None
     gaps = cycles_gaps(b, nodes, a.info_reps) if "gaps" in parts else None
+    instr = instruction_counts(b, nodes, tuple(x for x in counts if x < 5)) if "instr" in parts else None
     sh = cycles_shared(b, nodes, a.info_reps) if "shared" in parts else None
     tls = (cycles_tls(b, nodes, a.reps) if certs else None) if "tls" in parts else {}
     hung = cycles_hung(b, nodes, a.reps) if "hung" in parts else {}
@@ -1332,6 +1399,8 @@ def main():
         L += latency_lines(lat, targets)
     if gaps is not None:
         L += gap_lines(gaps)
+    if instr:
+        L += instruction_lines(instr, targets)
     if tls != {}:
         L.append("TLS (rediss://, TLS 1.3, EC P-256 certificate, verified), fencing off; the same servers serve "
                  "both; node-redlock on ioredis over TLS to them; runs interleaved")
