@@ -417,3 +417,37 @@ def test_fair_settings_3n():
     h.settle(con)
     for node in c:
         eq(node.cmd("EXISTS", "once:queue"), 0, "no queue for a try-once acquire on %s" % node.addr)
+
+
+def test_release_of_several_names_wakes_each_queues_head_3n():
+    """A fair connection's redlock_release_many, redlock_release_all and
+    close with several locks held tell the head of each name's queue: its
+    waiter, whose own next try would come only minutes later (retry delay
+    and queue lease of 10 minutes), gets the lock from the release."""
+    c = h.shared_cluster(3)
+    slow = {"retry_delay_ms": 600000, "retry_jitter_ms": 0, "queue_lease_ms": 600000}
+    for how in ("many", "all", "close"):
+        names = ["several-%s-a" % how, "several-%s-b" % how]
+        holder = h.connect(c, fair=1)
+        for name in names:
+            is_token(value(holder, "SELECT redlock_acquire(?, 60000)", name), "the holder takes " + name)
+        w = Waiter(c, how, names[0], wait_ms=600000, hold_ms=0, **slow).ready()
+        try:
+            w.go()
+            h.wait_until(lambda: queued(c, names[0], 1), 10, what="the waiter queued on every node")
+            chans = ["%s:queue:%s" % (names[0], m) for m, _ in entries(c[0], names[0])]
+            h.wait_until(lambda: all(int(n.cmd("PUBSUB", "NUMSUB", chans[0])[1]) == 1 for n in c), 10,
+                         what="the waiter subscribed on every node")
+            if how == "many":
+                eq(value(holder, "SELECT redlock_release_many(?)", json.dumps(names)), 2, "both released")
+            elif how == "all":
+                eq(value(holder, "SELECT redlock_release_all()"), 2, "both released")
+            else:
+                holder.close()
+            r = w.result(timeout=15)
+            eq((r["tok"], r.get("error")), (True, None), "the waiter got %s after a release by %s"
+               % (names[0], how))
+        finally:
+            w.kill()
+            if how != "close":
+                holder.close()

@@ -499,7 +499,10 @@ rl_status rl_many_release(rl_client *c, int n, const char *const *res, const siz
         finish(out, RL_NOMEM, "out of memory");
     } else {
         char nk[16];
-        int x = cmd_head(&k, RL_SCRIPT_RELEASE_MANY, sizeof RL_SCRIPT_RELEASE_MANY - 1, nk, sizeof nk, n);
+        /* In fair mode the queues' heads are told too (rl_queue.h). */
+        int x = c->set.fair ? cmd_head(&k, RL_SCRIPT_RELEASE_MANY_FAIR, sizeof RL_SCRIPT_RELEASE_MANY_FAIR - 1, nk,
+                                       sizeof nk, n)
+                            : cmd_head(&k, RL_SCRIPT_RELEASE_MANY, sizeof RL_SCRIPT_RELEASE_MANY - 1, nk, sizeof nk, n);
         x = cmd_keys(&k, x, 0);
         /* One token for all when they are the same (as after acquire_many). */
         int same = 1;

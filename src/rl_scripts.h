@@ -1060,4 +1060,28 @@
     "end\n" \
     "return done\n"
 
+/* The release of several names by a connection in fair mode:
+ * RL_SCRIPT_RELEASE_MANY, then, for each name it gave back that has a
+ * fair queue of ours, the next waiters of that queue are told as
+ * RL_SCRIPT_RELEASE_FAIR tells them (qwake); the names without one were
+ * told on <key>:released by the release itself. Answers as
+ * RL_SCRIPT_RELEASE_MANY. */
+#define RL_SCRIPT_RELEASE_MANY_FAIR \
+    RL_LUA_QUEUE \
+    "local function release_many()\n" \
+    RL_SCRIPT_RELEASE_MANY \
+    "end\n" \
+    "local out, now = release_many(), nil\n" \
+    "for i = 1, #KEYS do\n" \
+    "  local q = KEYS[i] .. '" RL_QUEUE_SUFFIX "'\n" \
+    "  if string.sub(out, i, i) == '1' and ourq(q) == 1 then\n" \
+    "    if not now then\n" \
+    "      local tq = redis.call('time')\n" \
+    "      now = tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000)\n" \
+    "    end\n" \
+    "    qwake(KEYS[i], q, KEYS[i] .. '" RL_QUEUE_LEASE_SUFFIX "', now)\n" \
+    "  end\n" \
+    "end\n" \
+    "return out\n"
+
 #endif
