@@ -1179,14 +1179,17 @@ def verdict(r, need, cmp=">="):
     return "%s %s: %s" % (cmp, need, "PASS" if ok else "MISS")
 
 
-def run_target(targets, what, pr, need, cmp=">="):
+def run_target(targets, what, pr, need, cmp=">=", noise=None):
     """Adds target `what` judged on pr (per_run's median of per-run
-    ratios), with the spread of those ratios beside it."""
+    ratios), with the spread of those ratios beside it. noise: how far
+    the row's A/A control moved from 1 (noise alone); a median closer to
+    its bound than that is flagged."""
     if pr is None:
         targets.append((what, "not measured"))
         return "not measured"
     v = verdict(pr[0], need, cmp)
-    targets.append((what, "%.3f (%.3f-%.3f, %d runs)  %s" % (pr[0], pr[1], pr[2], pr[3], v)))
+    flag = " (nearer its bound than the A/A control is to 1)" if noise is not None and abs(pr[0] - need) < noise else ""
+    targets.append((what, "%.3f (%.3f-%.3f, %d runs)  %s%s" % (pr[0], pr[1], pr[2], pr[3], v, flag)))
     return v
 
 
@@ -1222,7 +1225,10 @@ def healthy_lines(healthy, counts, targets, b, peer_v, tag=""):
             pr_q = per_run(runs["ours"], lim) if lim else None
             pr_cpu = per_run(runs["ours"], lim, "cpu_us") if lim else None
             where = "%s, %d node(s)%s" % ("fencing " + onoff if not tag else "pinned", n, "")
-            tgt_q = run_target(targets, "%s: ours/bare%s cycles/s" % (where, "-q" if n > 1 else ""), pr_q, 0.97)
+            pr_aa = per_run(runs["ours"], runs["again"]) if runs.get("again") else None
+            noise = abs(1 - pr_aa[0]) if pr_aa else None
+            tgt_q = run_target(targets, "%s: ours/bare%s cycles/s" % (where, "-q" if n > 1 else ""), pr_q, 0.97,
+                               noise=noise)
             run_target(targets, "%s: client CPU/cycle ours/bare%s" % (where, "-q" if n > 1 else ""), pr_cpu, 1.10,
                        "<=")
             L.append(row("ours: redlock.so in SQLite", n, o))
@@ -1236,7 +1242,6 @@ def healthy_lines(healthy, counts, targets, b, peer_v, tag=""):
             else:
                 L.append(row("bare hiredis", n, bare, prtxt(pr_q, "ours/bare"), tgt_q))
             if hh.get("again"):
-                pr_aa = per_run(runs["ours"], runs["again"])
                 L.append(row("ours again (A/A control: noise alone)", n, hh["again"], prtxt(pr_aa, "ours/ours")))
                 if pr_aa:
                     targets.append(("%s: A/A control, ours/ours cycles/s" % where,
