@@ -163,6 +163,53 @@ def await_workers(procs, threads, faults, stop, start_at, until, wait_ms, what):
         raise AssertionError("fault injection failed: %r" % (fault_error[0],))
     return reports
 
+
+def end_run(stop, procs, d):
+    """The end of every checker run, however it ended: stops the fault and
+    pause threads, kills each worker still running (sent SIGCONT first, in
+    case a fault left it stopped) and removes the run's folder."""
+    stop.set()
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            p.kill()
+            p.wait()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def run_scenarios(argv, scenarios, problems, columns, cells):
+    """The main of a checker of scenarios: argv is [seconds [names]] (names
+    comma-separated; the default CHECKER_SECONDS, every scenario). Runs each
+    (label, fn) of scenarios, fn(seconds) giving (result, expectation,
+    faults done), judges it with problems(result, expectation, faults done),
+    then prints a table of columns with a row of cells(result) each, and
+    the misses. Returns the exit status: 1 when one missed."""
+    import harness as h
+    seconds = float(argv[0]) if argv else float(os.environ.get("CHECKER_SECONDS", 10))
+    only = [x for x in argv[1].split(",") if x] if len(argv) > 1 else []
+    rows, failed = [], []
+    for label, fn in scenarios:
+        if only and fn.__name__ not in only:
+            continue
+        res, expect, done = fn(seconds)
+        h.report(res.summary(fn.__name__))
+        p = problems(res, expect, done)
+        if p:
+            failed.append("%s: %s" % (fn.__name__, "; ".join(p)))
+        rows.append("| %s | %s | %s |%s" % (label, expect, " | ".join(cells(res)), " **MISSED**" if p else ""))
+        h.terminate_all()
+    print()
+    print("| scenario | expected | %s |" % " | ".join(columns))
+    print("|---|---|" + "---|" * len(columns))
+    for r in rows:
+        print(r)
+    for f in failed:
+        print("MISSED " + f)
+    return 1 if failed else 0
+
 def _interval_overlaps(holds):
     """Consecutive holds (by start) whose intervals intersect, as pairs
     (the hold that was still running, the one that started within it)."""
@@ -350,16 +397,7 @@ def run(nodes, workers=6, seconds=3.0, resource="checker", ttl_ms=1000, wait_ms=
             final = int(f.read().strip())
         return Result(reports, final, seconds, fence_store.read_log(fence_db), len(pauses))
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-                p.kill()
-                p.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        end_run(stop, procs, d)
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,6 @@ whose waiters ignore the head of the queue (caught by the inversions).
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -124,12 +123,7 @@ def run(nodes, workers=6, seconds=3.0, resource="checker-fair", ttl_ms=TTL_MS, w
                                         "checker_fair worker")
         return Result(reports, seconds)
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 # ---------------------------------------------------------------------------
@@ -213,30 +207,10 @@ def problems(res, expect, faults_done):
 
 
 def main(argv):
-    import harness as h
-    seconds = float(argv[0]) if argv else float(os.environ.get("CHECKER_SECONDS", 10))
-    only = [x for x in argv[1].split(",") if x] if len(argv) > 1 else []
-    rows, failed = [], []
-    for label, fn in SCENARIOS:
-        if only and fn.__name__ not in only:
-            continue
-        res, expect, done = fn(seconds)
-        h.report(res.summary(fn.__name__))
-        p = problems(res, expect, done)
-        if p:
-            failed.append("%s: %s" % (fn.__name__, "; ".join(p)))
-        rows.append("| %s | %s | %d | %d | %d of %d | %d |%s"
-                    % (label, expect, res.acquisitions, res.violations, res.inversions, res.compared,
-                       res.longest_wait_ms, " **MISSED**" if p else ""))
-        h.terminate_all()
-    print()
-    print("| scenario | expected | acquisitions | violations | order inversions | longest wait (ms) |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(r)
-    for f in failed:
-        print("MISSED " + f)
-    return 1 if failed else 0
+    return checker.run_scenarios(
+        argv, SCENARIOS, problems, ("acquisitions", "violations", "order inversions", "longest wait (ms)"),
+        lambda res: ("%d" % res.acquisitions, "%d" % res.violations, "%d of %d" % (res.inversions, res.compared),
+                     "%d" % res.longest_wait_ms))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sqlite3
 import sys
 import time
 
-from checker_worker import await_start, open_connection
+from checker_worker import await_start, mark_holder, open_connection
 
 
 def main(spec):
@@ -59,25 +59,7 @@ def main(spec):
         n += 1
         hid = "%s-%d" % (spec["name"], n)
         out["acquisitions"] += 1
-        path = os.path.join(d, "%s.%s" % (kind, hid))
-        with open(path + ".tmp", "w") as f:
-            f.write("%.6f" % lease_end)
-        os.replace(path + ".tmp", path)
-        others_x = others_s = 0
-        for name in os.listdir(d):
-            if name.endswith(".tmp") or name.endswith(hid):
-                continue
-            try:
-                with open(os.path.join(d, name)) as f:
-                    end = float(f.read() or 0)
-            except (OSError, ValueError):
-                continue
-            if end <= time.monotonic():
-                continue
-            if name.startswith("exclusive."):
-                others_x += 1
-            else:
-                others_s += 1
+        path, others_x, others_s = mark_holder(d, kind, hid, lease_end)
         if (others_x or (not shared and others_s)) and time.monotonic() < lease_end:
             out["live_violations"] += 1
             if len(out["violation_samples"]) < 4:

@@ -42,7 +42,6 @@ import json
 import os
 import random
 import select
-import shutil
 import subprocess
 import sys
 import threading
@@ -216,13 +215,8 @@ def run(seconds=10.0, workers=4, ttl_ms=TTL_MS, long_ms=LONG_MS, handoff_p=0.6, 
                 final = int(f.read().strip())
             return HandoffResult(reports, final, seconds, fence_store.read_log(fence_db), net.cuts)
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
         ctl.close()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 def main(argv):

@@ -92,6 +92,30 @@ class HandoffWorker(cw.Worker):
                          self.res) or 0
 
     # -- a hold --------------------------------------------------------------
+    def write_and_end(self, hold, v, lost, fence, writer, marker_ok):
+        """The protected work at the end of a hold: the counter's next value
+        (v + 1), written only while the lock has validity left (at least
+        MIN_WRITE_LEFT_MS); then the fenced store's end mark under writer
+        and the marker's removal. Returns whether the lock was found lost."""
+        if not lost:
+            left_now, end = self.lease("validity", "SELECT redlock_validity(?)", self.res)
+            if not left_now:
+                lost = True
+            else:
+                hold["lease_end"] = max(hold["lease_end"], end)
+                if left_now < cw.MIN_WRITE_LEFT_MS:
+                    self.out["abandoned"] += 1
+                else:
+                    cw.write_counter(self.spec["counter"], v + 1, self.me)
+                    self.out["completed"] += 1
+                    if time.monotonic() > hold["lease_end"]:
+                        self.out["late_writes"] += 1
+        if fence:
+            self.store.write(fence, writer, "end")
+        if marker_ok:
+            self.drop_marker(hold["id"], lost, hold["lease_end"])
+        return lost
+
     def run_segment(self, tok, t1, left, chain, fence, hold_s):
         """Holds the lock from t1 (left ms of validity then) for about
         hold_s, does the protected work, and ends with a release or a
@@ -140,23 +164,7 @@ class HandoffWorker(cw.Worker):
             after = self.extensions()
             if after > before:
                 self.out["targeted_extended"] += 1
-        if not lost:
-            left_now, end = self.lease("validity", "SELECT redlock_validity(?)", res)
-            if not left_now:
-                lost = True
-            else:
-                hold["lease_end"] = max(hold["lease_end"], end)
-                if left_now < cw.MIN_WRITE_LEFT_MS:
-                    self.out["abandoned"] += 1
-                else:
-                    cw.write_counter(spec["counter"], v + 1, self.me)
-                    self.out["completed"] += 1
-                    if time.monotonic() > hold["lease_end"]:
-                        self.out["late_writes"] += 1
-        if fence:
-            self.store.write(fence, chain, "end")
-        if marker_ok:
-            self.drop_marker(hid, lost, hold["lease_end"])
+        lost = self.write_and_end(hold, v, lost, fence, chain, marker_ok)
         t_end = time.monotonic()
         hold["end"] = min(hold["lease_end"], t_end)
         try:

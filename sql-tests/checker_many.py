@@ -32,7 +32,6 @@ import fcntl
 import json
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -365,16 +364,7 @@ def run(nodes, workers=6, seconds=3.0, ttl_ms=300, wait_ms=1000, config=None, fa
         logs = {n: fence_store.read_log(_paths(d, n)["fence_db"]) for n in pool}
         return Result(reports, counters, logs, seconds, len(pauses))
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-                p.kill()
-                p.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ import json
 import os
 import random
 import select
-import shutil
 import subprocess
 import sys
 import threading
@@ -270,13 +269,8 @@ def run(phase, seconds=10.0, workers=4, ttl_ms=TTL_MS, fault_p=None, seed=None):
             return PartitionResult(phase, reports, final, seconds, fence_store.read_log(fence_db),
                                    control.made, keys_at_exit, keys_left, control.cut_latency)
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
         ctl.close()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 def main(argv):

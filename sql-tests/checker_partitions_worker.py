@@ -230,23 +230,7 @@ class PartitionWorker(HandoffWorker):
                 lost = not x
             if lost:
                 self.out["loss_seen"] += 1
-        if not lost:
-            left_now, end = self.lease("validity", "SELECT redlock_validity(?)", res)
-            if not left_now:
-                lost = True
-            else:
-                hold["lease_end"] = max(hold["lease_end"], end)
-                if left_now < cw.MIN_WRITE_LEFT_MS:
-                    self.out["abandoned"] += 1
-                else:
-                    cw.write_counter(spec["counter"], v + 1, self.me)
-                    self.out["completed"] += 1
-                    if time.monotonic() > hold["lease_end"]:
-                        self.out["late_writes"] += 1
-        if fence:
-            self.store.write(fence, hid, "end")
-        if marker_ok:
-            self.drop_marker(hid, lost, hold["lease_end"])
+        lost = self.write_and_end(hold, v, lost, fence, hid, marker_ok)
         if not lost:
             n = self.call("locks", "SELECT coalesce(max(extensions), 0) FROM redlock_locks WHERE resource = ?", res)
             self.out["extensions"] += n or 0

@@ -28,11 +28,9 @@ lowered (unsafe_test_quorum) must report violations (test_checker_shared.py).
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import threading
-import time
 
 import checker
 
@@ -110,12 +108,7 @@ def run(nodes, workers=6, seconds=3.0, max_holders=0, exclusive_p=0.0, resource=
         reports = checker.await_workers(procs, threads, faults, stop, start_at, until, wait_ms, "checker worker")
         return Result(reports, max_holders, seconds)
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 # ---------------------------------------------------------------------------
@@ -212,29 +205,9 @@ def problems(res, expect, faults_done):
 
 
 def main(argv):
-    import harness as h
-    seconds = float(argv[0]) if argv else float(os.environ.get("CHECKER_SECONDS", 10))
-    only = [x for x in argv[1].split(",") if x] if len(argv) > 1 else []
-    rows, failed = [], []
-    for label, fn in SCENARIOS:
-        if only and fn.__name__ not in only:
-            continue
-        res, expect, done = fn(seconds)
-        h.report(res.summary(fn.__name__))
-        p = problems(res, expect, done)
-        if p:
-            failed.append("%s: %s" % (fn.__name__, "; ".join(p)))
-        rows.append("| %s | %s | %d | %d | %d |%s" % (label, expect, res.acquisitions, res.max_concurrent,
-                                                    res.violations, " **MISSED**" if p else ""))
-        h.terminate_all()
-    print()
-    print("| scenario | expected | acquisitions | most shared holders at once | violations |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        print(r)
-    for f in failed:
-        print("MISSED " + f)
-    return 1 if failed else 0
+    return checker.run_scenarios(
+        argv, SCENARIOS, problems, ("acquisitions", "most shared holders at once", "violations"),
+        lambda res: ("%d" % res.acquisitions, "%d" % res.max_concurrent, "%d" % res.violations))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sqlite3
 import sys
 import time
 
-from checker_worker import await_start, open_connection
+from checker_worker import await_start, mark_holder, open_connection
 
 
 def main(spec):
@@ -61,26 +61,7 @@ def main(spec):
         kind = "exclusive" if excl else "shared"
         out["acquisitions"] += 1
         out[kind] += 1
-        path = os.path.join(d, "%s.%s" % (kind, hid))
-        with open(path + ".tmp", "w") as f:
-            f.write("%.6f" % lease_end)
-        os.replace(path + ".tmp", path)
-        # who else holds it now (leases still running)
-        others_x, others_s = 0, 0
-        for name in os.listdir(d):
-            if name.endswith(".tmp") or name.endswith(hid):
-                continue
-            try:
-                with open(os.path.join(d, name)) as f:
-                    end = float(f.read() or 0)
-            except (OSError, ValueError):
-                continue
-            if end <= time.monotonic():
-                continue
-            if name.startswith("exclusive."):
-                others_x += 1
-            else:
-                others_s += 1
+        path, others_x, others_s = mark_holder(d, kind, hid, lease_end)  # and who else holds it now
         bad = (excl and others_x + others_s > 0) or (not excl and others_x > 0) or \
               (not excl and k and others_s + 1 > k)
         if bad and time.monotonic() < lease_end:

@@ -55,6 +55,33 @@ def write_counter(path, value, me):
     os.replace(tmp, path)        # a whole value or the old one: never torn
 
 
+def mark_holder(d, kind, hid, lease_end):
+    """The holders' folder d of the shared and fair checkers: writes this
+    holder's file ("<kind>.<hid>", holding its lease end) whole, then counts
+    the others whose lease still runs. Returns (path, exclusive, shared):
+    the file to remove at the end of the hold, and those counts."""
+    path = os.path.join(d, "%s.%s" % (kind, hid))
+    with open(path + ".tmp", "w") as f:
+        f.write("%.6f" % lease_end)
+    os.replace(path + ".tmp", path)
+    others_x = others_s = 0
+    for name in os.listdir(d):
+        if name.endswith(".tmp") or name.endswith(hid):
+            continue
+        try:
+            with open(os.path.join(d, name)) as f:
+                end = float(f.read() or 0)
+        except (OSError, ValueError):
+            continue
+        if end <= time.monotonic():
+            continue
+        if name.startswith("exclusive."):
+            others_x += 1
+        else:
+            others_s += 1
+    return path, others_x, others_s
+
+
 def open_connection(spec):
     """A connection of a worker: the extension loaded with REDLOCK_NODES
     from spec["nodes"], then spec["config"] applied with redlock_config.

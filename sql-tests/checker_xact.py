@@ -41,7 +41,6 @@ the mutants xact-guard-off and xact-release-before-commit (mutants.py).
 import json
 import os
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -125,16 +124,7 @@ def run(nodes, workers=4, seconds=3.0, resource="xjobs", ttl_ms=300, wait_ms=150
         con.close()
         return Result(reports, committed, fence_store.read_log(db), seconds, len(pauses))
     finally:
-        stop.set()
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except OSError:
-                    pass
-                p.kill()
-                p.wait()
-        shutil.rmtree(d, ignore_errors=True)
+        checker.end_run(stop, procs, d)
 
 
 def worker(spec):
