@@ -419,35 +419,85 @@ def test_fair_settings_3n():
         eq(node.cmd("EXISTS", "once:queue"), 0, "no queue for a try-once acquire on %s" % node.addr)
 
 
+def test_release_stands_when_telling_the_queue_is_refused_1n():
+    """A fair connection whose Redis user may write the lock's keys but
+    only read its queue (ACL %R~), with a dead entry there that the
+    release's queue part would prune: redlock_release and
+    redlock_release_many still delete the lock and count it (the telling
+    fails on its own, after the deletion), and the queue's keys stay."""
+    n = h.RedisNode()
+    try:
+        pw = "Qu3ue-read-pw"
+        n.cmd("ACL", "SETUSER", "qread", "reset", "on", ">" + pw, "&*", "+@all", "~acl-q-one", "~acl-q-many",
+              "~redlock-client:*", "%R~*")
+        con = h.connect("redis://qread:%s@%s:%d" % (pw, n.host, n.port), fair=1, fencing=0)
+        dead = "0123456789abcdef:x"
+        for how in ("one", "many"):
+            name = "acl-q-" + how
+            n.cmd("ZADD", name + ":queue", -1, MARK, 1000, dead)
+            n.cmd("ZADD", name + ":queue-lease", -1, MARK, 1, dead)
+            is_token(value(con, "SELECT redlock_acquire(?, 60000)", name), "qread takes " + name)
+            if how == "one":
+                eq(value(con, "SELECT redlock_release(?)", name), 1, "released")
+            else:
+                eq(value(con, "SELECT redlock_release_many(?)", json.dumps([name])), 1, "released")
+            eq(n.cmd("EXISTS", name), 0, "the lock key is gone")
+            eq(entries(n, name), [(dead, 1000.0)], "the queue the user may not write stays")
+        con.close()
+    finally:
+        n.terminate()
+
+
 def test_release_of_several_names_wakes_each_queues_head_3n():
     """A fair connection's redlock_release_many, redlock_release_all and
-    close with several locks held tell the head of each name's queue: its
+    close with several locks held tell the head of each name's queue: each
     waiter, whose own next try would come only minutes later (retry delay
-    and queue lease of 10 minutes), gets the lock from the release."""
+    and queue lease of 10 minutes), gets its lock from the release. The
+    names with a queue get no message on <key>:released, which would wake
+    the waiters that do not queue beside the head; a name without a queue
+    gets one, as a plain release gives it."""
     c = h.shared_cluster(3)
     slow = {"retry_delay_ms": 600000, "retry_jitter_ms": 0, "queue_lease_ms": 600000}
     for how in ("many", "all", "close"):
         names = ["several-%s-a" % how, "several-%s-b" % how]
+        plain = "several-%s-plain" % how
         holder = h.connect(c, fair=1)
-        for name in names:
+        for name in names + [plain]:
             is_token(value(holder, "SELECT redlock_acquire(?, 60000)", name), "the holder takes " + name)
-        w = Waiter(c, how, names[0], wait_ms=600000, hold_ms=0, **slow).ready()
+        sub = c[0]._resp(timeout=15)
+        ws = [Waiter(c, "%s-%d" % (how, i), name, wait_ms=600000, hold_ms=0, **slow).ready()
+              for i, name in enumerate(names)]
         try:
-            w.go()
-            h.wait_until(lambda: queued(c, names[0], 1), 10, what="the waiter queued on every node")
-            chans = ["%s:queue:%s" % (names[0], m) for m, _ in entries(c[0], names[0])]
-            h.wait_until(lambda: all(int(n.cmd("PUBSUB", "NUMSUB", chans[0])[1]) == 1 for n in c), 10,
-                         what="the waiter subscribed on every node")
+            released = [n + ":released" for n in names + [plain]]
+            sub.cmd("SUBSCRIBE", *released)
+            for _ in released[1:]:
+                sub._reply(False)
+            for w, name in zip(ws, names):
+                w.go()
+                h.wait_until(lambda: queued(c, name, 1), 10, what="the waiter on %s queued everywhere" % name)
+                ch = "%s:queue:%s" % (name, entries(c[0], name)[0][0])
+                h.wait_until(lambda: all(int(n.cmd("PUBSUB", "NUMSUB", ch)[1]) == 1 for n in c), 10,
+                             what="the waiter on %s subscribed on every node" % name)
             if how == "many":
-                eq(value(holder, "SELECT redlock_release_many(?)", json.dumps(names)), 2, "both released")
+                eq(value(holder, "SELECT redlock_release_many(?)", json.dumps(names + [plain])), 3,
+                   "all three released")
             elif how == "all":
-                eq(value(holder, "SELECT redlock_release_all()"), 2, "both released")
+                eq(value(holder, "SELECT redlock_release_all()"), 3, "all three released")
             else:
                 holder.close()
-            r = w.result(timeout=15)
-            eq((r["tok"], r.get("error")), (True, None), "the waiter got %s after a release by %s"
-               % (names[0], how))
+            for w, name in zip(ws, names):
+                r = w.result(timeout=15)
+                eq((r["tok"], r.get("error")), (True, None), "the waiter got %s after a release by %s"
+                   % (name, how))
+            # The release is one script per node: its messages on c[0] come
+            # before anything the waiters' own releases publish there.
+            heard = []
+            while plain + ":released" not in heard:
+                heard.append(sub._reply(False)[1])
+            eq(heard, [plain + ":released"], "the messages of the release by %s on <key>:released" % how)
         finally:
-            w.kill()
+            sub.close()
+            for w in ws:
+                w.kill()
             if how != "close":
                 holder.close()

@@ -633,8 +633,12 @@
  * (a user without rights on the channel): the deletions stand.
  * Answers a string of n characters: '1' where the key was deleted (or a
  * live shared hold taken out), '0' where it was not ours. Batched as
- * RL_SCRIPT_ACQUIRE_MANY. */
+ * RL_SCRIPT_ACQUIRE_MANY. RL_LUA_RELEASE_MANY is its body, which tells
+ * nobody on the channels of the names in the table quiet (key -> true). */
 #define RL_SCRIPT_RELEASE_MANY \
+    "local quiet = {}\n" \
+    RL_LUA_RELEASE_MANY
+#define RL_LUA_RELEASE_MANY \
     RL_LUA_OURS_ZSET RL_LUA_SHARED_OF \
     "local out, del, zs = {}, {}, {}\n" \
     "for a = 1, #KEYS, 1000 do\n" \
@@ -668,12 +672,14 @@
     "    tidy_of(k, zk, zok, now)\n" \
     "    if sc and tonumber(sc) > now then\n" \
     "      out[i] = '1'\n" \
-    "      zch[#zch + 1] = k .. ':released'\n" \
+    "      if not quiet[k] then zch[#zch + 1] = k .. ':released' end\n" \
     "    end\n" \
     "  end\n" \
     "end\n" \
     "local ch = zch\n" \
-    "for i = 1, #del do ch[#ch + 1] = del[i] .. ':released' end\n" \
+    "for i = 1, #del do\n" \
+    "  if not quiet[del[i]] then ch[#ch + 1] = del[i] .. ':released' end\n" \
+    "end\n" \
     "for a = 1, #del, 1000 do redis.call('del', unpack(del, a, math.min(a + 999, #del))) end\n" \
     "for a = 1, #ch, 1000 do\n" \
     "  local b = math.min(a + 999, #ch)\n" \
@@ -1023,8 +1029,9 @@
  * KEYS[3] the lock key; ARGV[1] the entry, ARGV[2] '1' when it leaves
  * without the lock (it gave up, or stopped): when it was at the head, the
  * waiters now at the head are told (RL_LUA_QUEUE's qwake), so a turn
- * given to it is not lost. The last entry takes both keys with it. Always
- * 1; other programs' keys are left alone. */
+ * given to it is not lost (under pcall, as a fair release tells them).
+ * The last entry takes both keys with it. Always 1; other programs' keys
+ * are left alone. */
 #define RL_SCRIPT_QUEUE_LEAVE \
     RL_LUA_QUEUE \
     "local q, l = KEYS[1], KEYS[2]\n" \
@@ -1038,7 +1045,7 @@
     "end\n" \
     "if was and ARGV[2] == '1' then\n" \
     RL_LUA_NOW \
-    "  qwake(KEYS[3], q, l, now)\n" \
+    "  pcall(qwake, KEYS[3], q, l, now)\n" \
     "end\n" \
     "return 1\n"
 
@@ -1046,7 +1053,9 @@
  * KEYS[1] and ARGV[1] as there and without a channel, then, when it
  * gave the lock back, the next waiters of the name's queue are told
  * (RL_LUA_QUEUE's qwake: on their own channels, or on <key>:released
- * when the name has no queue). Answers as RL_SCRIPT_RELEASE. */
+ * when the name has no queue). Telling is last and under pcall (a user
+ * without rights on the queue's keys): the deletion stands. Answers as
+ * RL_SCRIPT_RELEASE. */
 #define RL_SCRIPT_RELEASE_FAIR \
     RL_LUA_QUEUE \
     "local function release()\n" \
@@ -1055,31 +1064,38 @@
     "local done = release()\n" \
     "if done == 1 then\n" \
     "  local tq = redis.call('time')\n" \
-    "  qwake(KEYS[1], KEYS[1] .. '" RL_QUEUE_SUFFIX "', KEYS[1] .. '" RL_QUEUE_LEASE_SUFFIX "',\n" \
+    "  local k = KEYS[1]\n" \
+    "  pcall(qwake, k, k .. '" RL_QUEUE_SUFFIX "', k .. '" RL_QUEUE_LEASE_SUFFIX "',\n" \
     "    tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000))\n" \
     "end\n" \
     "return done\n"
 
-/* The release of several names by a connection in fair mode:
- * RL_SCRIPT_RELEASE_MANY, then, for each name it gave back that has a
- * fair queue of ours, the next waiters of that queue are told as
- * RL_SCRIPT_RELEASE_FAIR tells them (qwake); the names without one were
- * told on <key>:released by the release itself. Answers as
- * RL_SCRIPT_RELEASE_MANY. */
+/* The release of several names by a connection in fair mode: the names
+ * with a fair queue of ours are found first, then RL_LUA_RELEASE_MANY
+ * runs with them quiet (no message on their <key>:released, which would
+ * wake the waiters that do not queue beside the head), and for each of
+ * them it gave back, the next waiters of its queue are told as
+ * RL_SCRIPT_RELEASE_FAIR tells them (qwake, under pcall); the names
+ * without one are told on <key>:released by the release itself. Answers
+ * as RL_SCRIPT_RELEASE_MANY. */
 #define RL_SCRIPT_RELEASE_MANY_FAIR \
     RL_LUA_QUEUE \
+    "local quiet = {}\n" \
+    "for i = 1, #KEYS do\n" \
+    "  if ourq(KEYS[i] .. '" RL_QUEUE_SUFFIX "') == 1 then quiet[KEYS[i]] = true end\n" \
+    "end\n" \
     "local function release_many()\n" \
-    RL_SCRIPT_RELEASE_MANY \
+    RL_LUA_RELEASE_MANY \
     "end\n" \
     "local out, now = release_many(), nil\n" \
     "for i = 1, #KEYS do\n" \
-    "  local q = KEYS[i] .. '" RL_QUEUE_SUFFIX "'\n" \
-    "  if string.sub(out, i, i) == '1' and ourq(q) == 1 then\n" \
+    "  local k = KEYS[i]\n" \
+    "  if string.sub(out, i, i) == '1' and quiet[k] then\n" \
     "    if not now then\n" \
     "      local tq = redis.call('time')\n" \
     "      now = tonumber(tq[1]) * 1000 + math.floor(tonumber(tq[2]) / 1000)\n" \
     "    end\n" \
-    "    qwake(KEYS[i], q, KEYS[i] .. '" RL_QUEUE_LEASE_SUFFIX "', now)\n" \
+    "    pcall(qwake, k, k .. '" RL_QUEUE_SUFFIX "', k .. '" RL_QUEUE_LEASE_SUFFIX "', now)\n" \
     "  end\n" \
     "end\n" \
     "return out\n"
