@@ -14,9 +14,10 @@ and restart after the TTL, SIGSTOP/SIGCONT). The checker counts:
 * inversions: pairs of waits a, b where a began more than MARGIN_S before
   b (time.monotonic(), shared by the machine's processes), b began before
   a got the lock, and b got it first; a wait that ended without the lock,
-  and a pair of shared waits (woken together, in no order), are left out. Fair waiting keeps them near 0 (a node fault can make an
-  entry reach too few nodes, and that waiter then waits as one that does
-  not queue); waiting without the queue has them in every run;
+  and a pair of shared waits (woken together, in no order), are left out.
+  Fair waiting keeps them near 0 (a node fault can make an entry reach too
+  few nodes, and that waiter then waits as one that does not queue);
+  waiting without the queue has them in every run;
 * the longest wait, and how many waits ended without the lock (nulls).
 
     import checker_fair as cf

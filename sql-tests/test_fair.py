@@ -428,8 +428,8 @@ def test_release_stands_when_telling_the_queue_is_refused_1n():
     n = h.RedisNode()
     try:
         pw = "Qu3ue-read-pw"
-        n.cmd("ACL", "SETUSER", "qread", "reset", "on", ">" + pw, "&*", "+@all", "~acl-q-one", "~acl-q-many",
-              "~redlock-client:*", "%R~*")
+        n.cmd("ACL", "SETUSER", "qread", "reset", "on", ">" + pw, "&*", "+@all",
+              "~acl-q-one", "~acl-q-many", "~redlock-client:*", "%R~*")
         con = h.connect("redis://qread:%s@%s:%d" % (pw, n.host, n.port), fair=1, fencing=0)
         dead = "0123456789abcdef:x"
         for how in ("one", "many"):
@@ -474,7 +474,8 @@ def test_release_of_several_names_wakes_each_queues_head_3n():
                 sub._reply(False)
             for w, name in zip(ws, names):
                 w.go()
-                h.wait_until(lambda: queued(c, name, 1), 10, what="the waiter on %s queued everywhere" % name)
+                h.wait_until(lambda: queued(c, name, 1), 10,
+                             what="the waiter on %s queued everywhere" % name)
                 ch = "%s:queue:%s" % (name, entries(c[0], name)[0][0])
                 h.wait_until(lambda: all(int(n.cmd("PUBSUB", "NUMSUB", ch)[1]) == 1 for n in c), 10,
                              what="the waiter on %s subscribed on every node" % name)
@@ -487,14 +488,15 @@ def test_release_of_several_names_wakes_each_queues_head_3n():
                 holder.close()
             for w, name in zip(ws, names):
                 r = w.result(timeout=15)
-                eq((r["tok"], r.get("error")), (True, None), "the waiter got %s after a release by %s"
-                   % (name, how))
+                eq((r["tok"], r.get("error")), (True, None),
+                   "the waiter got %s after a release by %s" % (name, how))
             # The release is one script per node: its messages on c[0] come
             # before anything the waiters' own releases publish there.
             heard = []
             while plain + ":released" not in heard:
                 heard.append(sub._reply(False)[1])
-            eq(heard, [plain + ":released"], "the messages of the release by %s on <key>:released" % how)
+            eq(heard, [plain + ":released"],
+               "the messages of the release by %s on <key>:released" % how)
         finally:
             sub.close()
             for w in ws:
