@@ -230,15 +230,25 @@ def _chain(h):
 
 
 def _fence_disorder(holds):
-    """Holds with a fencing number not larger than every earlier hold's
-    (a later hold of the same chain carries the same number)."""
-    n, top, top_chain = 0, 0, None
-    fenced = [h for h in sorted(holds, key=lambda h: h["start"]) if h["fence"] > 0]
-    for h in fenced:
-        if h["fence"] < top or (h["fence"] == top and _chain(h) != top_chain):
-            n += 1
-        if h["fence"] > top:
-            top, top_chain = h["fence"], _chain(h)
+    """Holds with a fencing number not larger than that of every hold that
+    came before it: one whose acquire returned before this hold's acquire
+    was called ("asked"; its return where a worker does not record it), or
+    that ended before this hold's acquire returned. Two holds whose
+    acquires were in flight at once and whose holds overlap are concurrent:
+    mutual exclusion was already broken for them (a limit scenario, or a
+    violation counted by the interval sweep), each attempt's counter went
+    up on a quorum of its own, and their numbers may land in either order.
+    A later hold of the same chain carries the same number."""
+    n = 0
+    fenced = sorted((h for h in holds if h["fence"] > 0), key=lambda h: h["start"])
+    for i, h in enumerate(fenced):
+        asked = h.get("asked", h["start"])
+        for g in fenced[:i]:
+            if g["start"] > asked and g.get("end", g["lease_end"]) > h["start"]:
+                continue              # concurrent with h
+            if g["fence"] > h["fence"] or (g["fence"] == h["fence"] and _chain(g) != _chain(h)):
+                n += 1
+                break
     return n, len(fenced)
 
 

@@ -260,13 +260,13 @@ class Worker:
         lo, hi = self.spec["hold_ms"]
         return self.rng.uniform(lo, hi)
 
-    def run_hold(self, tok, t1):
+    def run_hold(self, tok, t0, t1):
         spec, res = self.spec, self.res
         left, fence, yes = self.con.execute(
             "SELECT redlock_validity(?), redlock_fence(?), (SELECT nodes FROM redlock_locks WHERE resource = ?)",
             (res, res, res)).fetchone()
         hid = "%s#%d" % (self.me, self.out["acquisitions"])
-        hold = {"id": hid, "token": tok, "start": t1, "lease_end": t1 + (left or 0) / 1000.0,
+        hold = {"id": hid, "token": tok, "asked": t0, "start": t1, "lease_end": t1 + (left or 0) / 1000.0,
                 "fence": fence or 0, "yes": yes or 0, "released": False}
         self.out["acquisitions"] += 1
         if not left:
@@ -375,6 +375,7 @@ class Worker:
             self.uses += 1
             if self.chance("churn_p"):
                 self.churn_nodes()
+            t0 = time.monotonic()
             try:
                 tok = self.one("SELECT redlock_acquire(?, ?, ?)", self.res, self.ttl, spec["wait_ms"])
             except sqlite3.Error as e:
@@ -386,7 +387,7 @@ class Worker:
             if tok is None:
                 self.out["nulls"] += 1
                 continue
-            self.run_hold(tok, t1)
+            self.run_hold(tok, t0, t1)
             if spec.get("think_ms"):
                 time.sleep(self.rng.uniform(*spec["think_ms"]) / 1000.0)
         self.out["finished_late_ms"] = round((time.monotonic() - spec["until"]) * 1000)
