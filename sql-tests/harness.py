@@ -157,6 +157,11 @@ class Resp:
 
     def cmd(self, *args, raw=False):
         self.sock.sendall(_encode(args))
+        return self.next_reply(raw)
+
+    def next_reply(self, raw=False):
+        """The next reply without sending anything: a subscribed
+        connection's further confirmations and messages."""
         r = self._reply(raw)
         if isinstance(r, RedisError):
             raise r

@@ -471,7 +471,7 @@ def test_release_of_several_names_wakes_each_queues_head_3n():
             released = [n + ":released" for n in names + [plain]]
             sub.cmd("SUBSCRIBE", *released)
             for _ in released[1:]:
-                sub._reply(False)
+                sub.next_reply()
             for w, name in zip(ws, names):
                 w.go()
                 h.wait_until(lambda: queued(c, name, 1), 10,
@@ -494,7 +494,7 @@ def test_release_of_several_names_wakes_each_queues_head_3n():
             # before anything the waiters' own releases publish there.
             heard = []
             while plain + ":released" not in heard:
-                heard.append(sub._reply(False)[1])
+                heard.append(sub.next_reply()[1])
             eq(heard, [plain + ":released"],
                "the messages of the release by %s on <key>:released" % how)
         finally:
