@@ -1171,7 +1171,11 @@ def node_setup():
         import fcntl
         with open(os.path.join(NODE_DIR, ".install.lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "better-sqlite3")):
+            # The compiled addon, not the package's directory: an install
+            # that was killed while compiling leaves the directory behind.
+            pkg = os.path.join(NODE_DIR, "node_modules", "better-sqlite3")
+            if not os.path.isfile(os.path.join(pkg, "build", "Release", "better_sqlite3.node")):
+                shutil.rmtree(pkg, ignore_errors=True)
                 try:
                     r = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
